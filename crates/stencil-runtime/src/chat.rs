@@ -1,0 +1,438 @@
+//! Chat messages and the model's own Jinja chat template.
+//!
+//! Templates on the Hub are written for Python's jinja2 (string methods like `.strip()`,
+//! `raise_exception(...)`, `tojson`). [`ChatTemplate`] renders them with minijinja plus the
+//! Python-compatibility layer and those helpers, with Hugging Face's settings (`trim_blocks`,
+//! `lstrip_blocks`). Messages are validated first: every problem names the message index.
+
+use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, RuntimeError};
+use crate::tokenizer::Tokenizer;
+
+/// ChatML, used when a model ships no template of its own.
+pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// One chat message, OpenAI-shaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, text: &str) -> Self {
+        Self {
+            role: role.into(),
+            content: Some(MessageContent::Text(text.into())),
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+        }
+    }
+}
+
+/// `content` as a string or as an array of typed parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One part of an array `content`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
+
+/// Checks roles and content, and returns each message's text (parts joined).
+pub fn message_texts(messages: &[ChatMessage]) -> Result<Vec<String>> {
+    if messages.is_empty() {
+        return Err(RuntimeError::InvalidChat("`messages` is empty".into()));
+    }
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            if !ROLES.contains(&m.role.as_str()) {
+                return Err(RuntimeError::InvalidChat(format!(
+                    "messages[{i}].role is `{}`; expected one of {}",
+                    m.role,
+                    ROLES.join(", ")
+                )));
+            }
+            match &m.content {
+                None => Ok(String::new()),
+                Some(MessageContent::Text(t)) => Ok(t.clone()),
+                Some(MessageContent::Parts(parts)) => {
+                    let mut text = String::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        match (p.kind.as_str(), &p.text) {
+                            ("text", Some(t)) => text.push_str(t),
+                            ("text", None) => {
+                                return Err(RuntimeError::InvalidChat(format!(
+                                    "messages[{i}].content[{j}] has type `text` but no `text` field"
+                                )))
+                            }
+                            (other, _) => {
+                                return Err(RuntimeError::InvalidChat(format!(
+                                    "messages[{i}].content[{j}] has type `{other}`, but this model accepts text only"
+                                )))
+                            }
+                        }
+                    }
+                    Ok(text)
+                }
+            }
+        })
+        .collect()
+}
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos: String,
+    eos: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").finish_non_exhaustive()
+    }
+}
+
+fn raise_exception(msg: String) -> std::result::Result<Value, JinjaError> {
+    Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+}
+
+/// `tojson` as Python's `json.dumps(ensure_ascii=False)`: no HTML escaping, optional indent.
+fn tojson(
+    value: Value,
+    kwargs: minijinja::value::Kwargs,
+) -> std::result::Result<Value, JinjaError> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    let _: Option<bool> = kwargs.get("ensure_ascii")?;
+    let _: Option<bool> = kwargs.get("sort_keys")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(&value)
+        .map_err(|e| JinjaError::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let text = match indent {
+        Some(n) => {
+            let ind = " ".repeat(n);
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(ind.as_bytes());
+            let mut buf = Vec::new();
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+            json.serialize(&mut ser)
+                .map_err(|e| JinjaError::new(ErrorKind::InvalidOperation, e.to_string()))?;
+            String::from_utf8(buf).expect("serde_json writes UTF-8")
+        }
+        None => python_style_json(&json),
+    };
+    Ok(Value::from_safe_string(text))
+}
+
+/// `json.dumps` default separators: `", "` and `": "`.
+fn python_style_json(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(python_style_json).collect();
+            format!("[{}]", items.join(", "))
+        }
+        serde_json::Value::Object(o) => {
+            let items: Vec<String> = o
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}: {}",
+                        serde_json::Value::from(k.as_str()),
+                        python_style_json(v)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn strftime_now(format: String) -> String {
+    // Templates use this for "Today Date"; a fixed, documented date keeps prompts reproducible.
+    format
+        .replace("%d", "01")
+        .replace("%b", "Jan")
+        .replace("%B", "January")
+        .replace("%Y", "2025")
+        .replace("%m", "01")
+}
+
+impl ChatTemplate {
+    /// Compiles `source`. Syntax errors are reported with the template's line.
+    pub fn new(source: &str, bos: Option<&str>, eos: Option<&str>) -> Result<Self> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned("chat", source.to_string())
+            .map_err(|e| {
+                RuntimeError::Template(format!("the chat template does not compile: {e:#}"))
+            })?;
+        Ok(Self {
+            env,
+            bos: bos.unwrap_or_default().to_string(),
+            eos: eos.unwrap_or_default().to_string(),
+        })
+    }
+
+    /// The model's template, or ChatML when it has none.
+    pub fn for_tokenizer(source: Option<&str>, tok: &Tokenizer) -> Result<Self> {
+        Self::new(
+            source.unwrap_or(CHATML_TEMPLATE),
+            tok.bos_token(),
+            tok.eos_token(),
+        )
+    }
+
+    /// Renders `messages` (validated first). `tools` is passed to templates that support it.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<String> {
+        let texts = message_texts(messages)?;
+        let ctx_messages: Vec<serde_json::Value> = messages
+            .iter()
+            .zip(&texts)
+            .map(|(m, text)| {
+                let mut v = serde_json::to_value(m).expect("messages serialize");
+                v["content"] = serde_json::Value::String(text.clone());
+                if m.role == "developer" {
+                    v["role"] = "system".into();
+                }
+                v
+            })
+            .collect();
+        let tmpl = self.env.get_template("chat").expect("added in new()");
+        let out = tmpl
+            .render(minijinja::context! {
+                messages => ctx_messages,
+                add_generation_prompt => add_generation_prompt,
+                bos_token => self.bos,
+                eos_token => self.eos,
+                tools => tools.map(Value::from_serialize),
+            })
+            .map_err(|e| RuntimeError::Template(format!("rendering failed: {e:#}")))?;
+        // A template that silently drops a system turn it has no place for would change the
+        // request's meaning; refuse instead. (Only system turns: templates legitimately
+        // rewrite other content, e.g. strip reasoning from assistant turns.)
+        let mut cursor = 0;
+        for (i, (m, text)) in messages.iter().zip(&texts).enumerate() {
+            let t = text.trim();
+            if t.is_empty() || !matches!(m.role.as_str(), "system" | "developer") {
+                continue;
+            }
+            match out[cursor..].find(t) {
+                Some(at) => cursor += at + t.len(),
+                None => {
+                    return Err(RuntimeError::InvalidChat(format!(
+                        "messages[{i}] (role `{}`) does not appear in the prompt rendered by the model's chat template: the template cannot place it here",
+                        m.role
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What to do when the rendered prompt is longer than the context allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncationPolicy {
+    /// Fail with [`RuntimeError::PromptTooLong`].
+    #[default]
+    Error,
+    /// Keep system messages and the most recent turns: drop whole turns (a user message and
+    /// every assistant/tool message after it) from the oldest on, so a user/assistant pair is
+    /// never split and two user messages never become adjacent. Fails if even the last turn
+    /// does not fit.
+    DropOldestTurns,
+}
+
+/// A rendered, tokenized prompt.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// Messages dropped by truncation.
+    pub dropped_messages: usize,
+}
+
+/// Renders and tokenizes so that `budget` tokens (context minus room for output) are not
+/// exceeded, applying `policy`.
+pub fn build_prompt(
+    template: &ChatTemplate,
+    tokenizer: &Tokenizer,
+    messages: &[ChatMessage],
+    tools: Option<&serde_json::Value>,
+    context: usize,
+    reserved: usize,
+    policy: TruncationPolicy,
+) -> Result<Prompt> {
+    let budget = context.saturating_sub(reserved);
+    let mut kept: Vec<ChatMessage> = messages.to_vec();
+    let mut dropped = 0;
+    loop {
+        let text = template.render(&kept, true, tools)?;
+        let tokens = tokenizer.encode(&text, true)?;
+        if tokens.len() <= budget {
+            return Ok(Prompt {
+                text,
+                tokens,
+                dropped_messages: dropped,
+            });
+        }
+        let too_long = RuntimeError::PromptTooLong {
+            tokens: tokens.len(),
+            context,
+            reserved,
+        };
+        if policy == TruncationPolicy::Error {
+            return Err(too_long);
+        }
+        // Turn starts: indices of user messages among the non-system ones.
+        let starts: Vec<usize> = kept
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == "user")
+            .map(|(i, _)| i)
+            .collect();
+        if starts.len() < 2 {
+            return Err(too_long);
+        }
+        // Drop everything non-system before the second turn start.
+        let cut = starts[1];
+        let before = kept.len();
+        let mut i = 0;
+        kept.retain(|m| {
+            let keep = i >= cut || m.role == "system" || m.role == "developer";
+            i += 1;
+            keep
+        });
+        dropped += before - kept.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(pairs: &[(&str, &str)]) -> Vec<ChatMessage> {
+        pairs.iter().map(|(r, t)| ChatMessage::new(r, t)).collect()
+    }
+
+    #[test]
+    fn chatml_renders_and_accepts_parts_and_null_content() {
+        let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
+        let mut m = msgs(&[("user", "hi")]);
+        m.push(ChatMessage {
+            content: None,
+            ..ChatMessage::new("assistant", "")
+        });
+        m.push(ChatMessage {
+            content: Some(MessageContent::Parts(vec![ContentPart {
+                kind: "text".into(),
+                text: Some("again".into()),
+            }])),
+            ..ChatMessage::new("user", "")
+        });
+        let out = t.render(&m, true, None).unwrap();
+        assert_eq!(
+            out,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn bad_messages_are_named() {
+        let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
+        let err = t
+            .render(&msgs(&[("user", "a"), ("wizard", "b")]), true, None)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("messages[1].role is `wizard`"),
+            "{err}"
+        );
+        let img: ChatMessage = serde_json::from_value(serde_json::json!({
+            "role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]
+        }))
+        .unwrap();
+        let err = t.render(&[img], true, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("messages[0].content[0] has type `image_url`"),
+            "{err}"
+        );
+        assert!(t.render(&[], true, None).is_err());
+    }
+
+    #[test]
+    fn python_isms_raise_exception_and_dropped_system_messages() {
+        let src = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}[{{ m.content.strip() }}]{% endfor %}";
+        let t = ChatTemplate::new(src, None, None).unwrap();
+        assert_eq!(
+            t.render(&msgs(&[("user", "  hi ")]), true, None).unwrap(),
+            "[hi]"
+        );
+        let err = t
+            .render(&msgs(&[("system", "s"), ("user", "u")]), true, None)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("System role not supported"),
+            "{err}"
+        );
+        // A template that silently ignores system messages is caught too.
+        let t = ChatTemplate::new("{% for m in messages %}{% if m.role != 'system' %}{{ m.content }}{% endif %}{% endfor %}", None, None).unwrap();
+        let err = t
+            .render(&msgs(&[("system", "be brief"), ("user", "u")]), true, None)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("messages[0] (role `system`)"),
+            "{err}"
+        );
+        assert!(ChatTemplate::new("{% for %}", None, None).is_err());
+    }
+
+    #[test]
+    fn tojson_is_python_style_and_unescaped() {
+        let tools = serde_json::json!([{"name": "f", "d": "<b>&'中"}]);
+        let t = ChatTemplate::new("{{ tools[0] | tojson(indent=2) }}", None, None).unwrap();
+        let out = t
+            .render(&msgs(&[("user", "x")]), false, Some(&tools))
+            .unwrap();
+        assert_eq!(out, "{\n  \"name\": \"f\",\n  \"d\": \"<b>&'中\"\n}");
+        let t =
+            ChatTemplate::new("{{ messages[0].content }}{{ tools | tojson }}", None, None).unwrap();
+        let out = t
+            .render(&msgs(&[("user", "x")]), false, Some(&tools))
+            .unwrap();
+        assert_eq!(out, r#"x[{"name": "f", "d": "<b>&'中"}]"#);
+    }
+}

@@ -1,0 +1,69 @@
+//! The runtime's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong loading a model or generating with it.
+///
+/// Each variant names *what* was wrong and *where* (file, metadata key, message index), so the
+/// CLI and the server can show it to a user as is.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid GGUF file: {reason}")]
+    InvalidGguf { path: PathBuf, reason: String },
+    #[error("GGUF metadata key `{key}` is missing or has the wrong type: {reason}")]
+    Metadata { key: String, reason: String },
+    #[error("unsupported model architecture `{arch}` (supported: {supported})")]
+    UnsupportedArchitecture { arch: String, supported: String },
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    #[error("chat template error: {0}")]
+    Template(String),
+    #[error("invalid chat request: {0}")]
+    InvalidChat(String),
+    #[error("the prompt is {tokens} tokens, but the model's context is {context} tokens (with {reserved} reserved for output)")]
+    PromptTooLong {
+        tokens: usize,
+        context: usize,
+        reserved: usize,
+    },
+    #[error("device `{0}`")]
+    Device(String),
+    #[error("model `{spec}` could not be resolved: {reason}")]
+    ModelNotFound { spec: String, reason: String },
+    #[error("invalid sampling parameters: {0}")]
+    Sampling(String),
+    #[error("{context}: {source}")]
+    Candle {
+        context: String,
+        source: candle_core::Error,
+    },
+    #[error("safetensors model at {path}: {reason}")]
+    Safetensors { path: PathBuf, reason: String },
+}
+
+/// Result alias for the runtime.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// Adds a human context to candle errors (`.ctx("loading layer 3")?`).
+pub(crate) trait CandleContext<T> {
+    fn ctx(self, context: impl Into<String>) -> Result<T>;
+}
+
+impl<T> CandleContext<T> for candle_core::Result<T> {
+    fn ctx(self, context: impl Into<String>) -> Result<T> {
+        self.map_err(|source| RuntimeError::Candle {
+            context: context.into(),
+            source,
+        })
+    }
+}
+
+pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    let path = path.into();
+    move |source| RuntimeError::Io { path, source }
+}

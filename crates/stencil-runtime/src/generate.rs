@@ -1,0 +1,242 @@
+//! The generation loop: prompt -> tokens -> streamed text, with sampling and stopping.
+//!
+//! [`Generator`] is an iterator of final text chunks (whole UTF-8 characters, never part of a
+//! stop string). [`generate`] drives it with a callback and returns the full [`Generation`].
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use stencil_vocab::TokenKind;
+
+use crate::error::{CandleContext, Result, RuntimeError};
+use crate::models::{LanguageModel, Session};
+use crate::sampler::{Sampler, SamplingParams};
+use crate::stream::{StreamEvent, TextStream};
+use crate::tokenizer::Tokenizer;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateParams {
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Generation ends *before* the first occurrence of any of these (not emitted).
+    pub stop: Vec<String>,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        Self {
+            max_tokens: 256,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+        }
+    }
+}
+
+/// Why generation ended (OpenAI's `finish_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// An end-of-sequence token or a stop string.
+    Stop,
+    /// `max_tokens` or the end of the context window.
+    Length,
+}
+
+/// Token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// Wall-clock time spent in the prompt pass and in decoding.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timings {
+    pub prompt: Duration,
+    pub decode: Duration,
+}
+
+impl Timings {
+    pub fn prompt_tokens_per_s(&self, usage: &Usage) -> f64 {
+        usage.prompt_tokens as f64 / self.prompt.as_secs_f64().max(1e-9)
+    }
+    pub fn decode_ms_per_token(&self, usage: &Usage) -> f64 {
+        self.decode.as_secs_f64() * 1e3 / usage.completion_tokens.max(1) as f64
+    }
+}
+
+/// A finished generation.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub finish_reason: FinishReason,
+    /// The stop string that ended generation, if any.
+    pub matched_stop: Option<String>,
+    pub usage: Usage,
+    pub timings: Timings,
+}
+
+/// Step-by-step generation; iterate to get text chunks.
+pub struct Generator<'m> {
+    session: Box<dyn Session + 'm>,
+    tokenizer: &'m Tokenizer,
+    sampler: Sampler,
+    stream: TextStream,
+    max_tokens: usize,
+    logits: Vec<f32>,
+    prompt_len: usize,
+    generated: Vec<u32>,
+    text: String,
+    finish: Option<FinishReason>,
+    matched_stop: Option<String>,
+    timings: Timings,
+}
+
+impl<'m> Generator<'m> {
+    /// Runs the prompt through the model. Errors if the prompt does not fit the context.
+    pub fn new(
+        model: &'m dyn LanguageModel,
+        tokenizer: &'m Tokenizer,
+        prompt: &[u32],
+        params: &GenerateParams,
+    ) -> Result<Self> {
+        let context = model.context_length();
+        if prompt.is_empty() {
+            return Err(RuntimeError::InvalidChat("the prompt is empty".into()));
+        }
+        if prompt.len() >= context {
+            return Err(RuntimeError::PromptTooLong {
+                tokens: prompt.len(),
+                context,
+                reserved: 1,
+            });
+        }
+        let sampler = Sampler::new(params.sampling.clone())?;
+        let mut session = model.new_session()?;
+        let start = Instant::now();
+        let logits = session.forward(prompt)?;
+        let logits = logits.to_vec1::<f32>().ctx("reading logits")?;
+        let timings = Timings {
+            prompt: start.elapsed(),
+            decode: Duration::ZERO,
+        };
+        Ok(Self {
+            session,
+            tokenizer,
+            sampler,
+            stream: TextStream::new(&params.stop),
+            max_tokens: params.max_tokens.min(context - prompt.len()),
+            logits,
+            prompt_len: prompt.len(),
+            generated: Vec::new(),
+            text: String::new(),
+            finish: None,
+            matched_stop: None,
+            timings,
+        })
+    }
+
+    /// The next final text chunk, or `None` once generation has finished.
+    pub fn next_chunk(&mut self) -> Result<Option<String>> {
+        loop {
+            if self.finish.is_some() {
+                return Ok(None);
+            }
+            if self.generated.len() >= self.max_tokens {
+                return Ok(self.end(FinishReason::Length));
+            }
+            let start = Instant::now();
+            let mut logits = std::mem::take(&mut self.logits);
+            self.sampler.penalize(&mut logits, self.session.tokens());
+            let Some(token) = self.sampler.sample(&logits) else {
+                return Err(RuntimeError::Sampling(
+                    "every token has probability zero (NaN or -inf logits)".into(),
+                ));
+            };
+            self.logits = logits;
+            self.generated.push(token);
+            let vocab = self.tokenizer.vocab();
+            if vocab.is_eos(token) {
+                self.timings.decode += start.elapsed();
+                return Ok(self.end(FinishReason::Stop));
+            }
+            // Control tokens are not text; they are not shown.
+            let event = if vocab.kind(token) == TokenKind::Normal {
+                self.stream.push(vocab.token_bytes(token))
+            } else {
+                StreamEvent::Text(String::new())
+            };
+            let chunk = match event {
+                StreamEvent::Stopped { text, stop } => {
+                    self.matched_stop = Some(stop);
+                    self.text.push_str(&text);
+                    self.finish = Some(FinishReason::Stop);
+                    self.timings.decode += start.elapsed();
+                    return Ok(Some(text));
+                }
+                StreamEvent::Text(t) => t,
+            };
+            if self.generated.len() < self.max_tokens {
+                let l = self.session.forward(&[token])?;
+                self.logits = l.to_vec1::<f32>().ctx("reading logits")?;
+            }
+            self.timings.decode += start.elapsed();
+            if !chunk.is_empty() {
+                self.text.push_str(&chunk);
+                return Ok(Some(chunk));
+            }
+        }
+    }
+
+    fn end(&mut self, reason: FinishReason) -> Option<String> {
+        self.finish = Some(reason);
+        let rest = self.stream.finish();
+        self.text.push_str(&rest);
+        (!rest.is_empty()).then_some(rest)
+    }
+
+    /// Why generation ended, once it has.
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish
+    }
+
+    /// Consumes the generator (finishing it first) into the full result.
+    pub fn into_generation(mut self) -> Result<Generation> {
+        while self.next_chunk()?.is_some() {}
+        Ok(Generation {
+            text: self.text,
+            usage: Usage {
+                prompt_tokens: self.prompt_len,
+                completion_tokens: self.generated.len(),
+            },
+            tokens: self.generated,
+            finish_reason: self.finish.unwrap_or(FinishReason::Length),
+            matched_stop: self.matched_stop,
+            timings: self.timings,
+        })
+    }
+}
+
+impl Iterator for Generator<'_> {
+    type Item = Result<String>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_chunk().transpose()
+    }
+}
+
+/// Generates from `prompt` token ids, calling `on_text` with each final chunk.
+pub fn generate(
+    model: &dyn LanguageModel,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    params: &GenerateParams,
+    mut on_text: impl FnMut(&str),
+) -> Result<Generation> {
+    let mut g = Generator::new(model, tokenizer, prompt, params)?;
+    while let Some(chunk) = g.next_chunk()? {
+        on_text(&chunk);
+    }
+    g.into_generation()
+}

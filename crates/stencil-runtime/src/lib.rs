@@ -1,0 +1,31 @@
+//! The stencil model runtime: everything between a model file and streamed text.
+//!
+//! - [`loader`]: resolve a model spec (path, `org/name` through the hub cache, or the default
+//!   model) and load it: [`loader::LoadedModel`] = weights + [`Tokenizer`] + [`chat::ChatTemplate`].
+//! - [`models`]: [`models::LanguageModel`] (shared weights) and [`models::Session`] (one sequence's
+//!   KV cache, truncatable); GGUF llama/qwen2 in [`models::quantized_llama`], safetensors llama in
+//!   [`models::llama_safetensors`].
+//! - [`tokenizer`]: tokenizers built from GGUF metadata or `tokenizer.json`, with byte-exact
+//!   token forms ([`stencil_vocab::Vocab`]) and every EOS id.
+//! - [`chat`]: message validation, the model's Jinja chat template, truncation policy.
+//! - [`sampler`], [`stream`], [`generate`]: seeded sampling, UTF-8-safe streaming with stop
+//!   strings, and the [`generate::Generator`] loop.
+//! - [`convert`]: GGUF -> Hugging Face safetensors directory.
+//!
+//! Errors are one enum, [`RuntimeError`], whose messages name what was wrong and where.
+
+pub mod chat;
+pub mod convert;
+pub mod device;
+pub mod error;
+pub mod generate;
+pub mod gguf;
+pub mod hub;
+pub mod loader;
+pub mod models;
+pub mod sampler;
+pub mod stream;
+pub mod tokenizer;
+
+pub use error::{Result, RuntimeError};
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,173 @@
+//! Tokenizers built from a model's own files.
+//!
+//! [`Tokenizer`] wraps a `tokenizers::Tokenizer` together with what generation needs beside it:
+//! the byte form of every token ([`stencil_vocab::Vocab`]), BOS handling and *all* end-of-sequence
+//! ids. It is built either from GGUF metadata (`tokenizer.ggml.*`, see [`gguf`]) or from a
+//! `tokenizer.json` (+ optional `tokenizer_config.json`).
+
+pub mod gguf;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use stencil_vocab::Vocab;
+
+use crate::error::{io_err, Result, RuntimeError};
+
+/// A model tokenizer with byte-exact token forms and special-token facts.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: Arc<tokenizers::Tokenizer>,
+    vocab: Arc<Vocab>,
+    bos: Option<(u32, String)>,
+    eos: Option<(u32, String)>,
+    add_bos: bool,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab.len())
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .field("eos_ids", &self.vocab.eos_ids())
+            .finish()
+    }
+}
+
+impl Tokenizer {
+    /// Assembles a tokenizer from its parts; `eos_ids` must include the primary EOS.
+    pub(crate) fn from_parts(
+        inner: tokenizers::Tokenizer,
+        bos_id: Option<u32>,
+        eos_id: Option<u32>,
+        mut eos_ids: Vec<u32>,
+        add_bos: bool,
+    ) -> Result<Self> {
+        if let Some(e) = eos_id {
+            if !eos_ids.contains(&e) {
+                eos_ids.insert(0, e);
+            }
+        }
+        let vocab = Vocab::from_tokenizer(&inner, eos_ids)
+            .map_err(|e| RuntimeError::Tokenizer(e.to_string()))?;
+        let name = |id: u32| inner.id_to_token(id).map(|s| (id, s));
+        Ok(Self {
+            bos: bos_id.and_then(name),
+            eos: eos_id.and_then(name),
+            inner: Arc::new(inner),
+            vocab: Arc::new(vocab),
+            add_bos,
+        })
+    }
+
+    /// Loads `tokenizer.json`, reading BOS/EOS from `tokenizer_config.json` (and
+    /// `generation_config.json` for extra EOS ids) in the same directory when present.
+    pub fn from_hf_files(tokenizer_json: &Path) -> Result<Self> {
+        let inner = tokenizers::Tokenizer::from_file(tokenizer_json)
+            .map_err(|e| RuntimeError::Tokenizer(format!("{}: {e}", tokenizer_json.display())))?;
+        let dir = tokenizer_json.parent().unwrap_or(Path::new("."));
+        let config = read_json_opt(&dir.join("tokenizer_config.json"))?;
+        let gen_config = read_json_opt(&dir.join("generation_config.json"))?;
+        let token_id = |field: &str| -> Option<u32> {
+            let v = config.as_ref()?.get(field)?;
+            let text = v.as_str().or_else(|| v.get("content")?.as_str())?;
+            inner.token_to_id(text)
+        };
+        let bos_id = token_id("bos_token");
+        let eos_id = token_id("eos_token");
+        let mut eos_ids: Vec<u32> = eos_id.into_iter().collect();
+        if let Some(v) = gen_config.as_ref().and_then(|g| g.get("eos_token_id")) {
+            let ids: Vec<u64> = match v {
+                serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_u64()).collect(),
+                other => other.as_u64().into_iter().collect(),
+            };
+            for id in ids {
+                if !eos_ids.contains(&(id as u32)) {
+                    eos_ids.push(id as u32);
+                }
+            }
+        }
+        let add_bos = config
+            .as_ref()
+            .and_then(|c| c.get("add_bos_token")?.as_bool())
+            .unwrap_or(false);
+        Self::from_parts(inner, bos_id, eos_id, eos_ids, add_bos)
+    }
+
+    /// Encodes text. Special-token text (e.g. `<|im_start|>`) becomes the special token, as chat
+    /// templates need. Adds BOS first when the model asks for it and `add_bos` is set.
+    pub fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| RuntimeError::Tokenizer(e.to_string()))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if add_bos && self.add_bos {
+            if let Some((bos, _)) = &self.bos {
+                if enc.get_ids().first() != Some(bos) {
+                    ids.push(*bos);
+                }
+            }
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// Decodes ids to text by concatenating token bytes (invalid UTF-8 is replaced with U+FFFD).
+    /// Special tokens are included only when `keep_special` is set.
+    pub fn decode(&self, ids: &[u32], keep_special: bool) -> String {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            if keep_special || self.vocab.kind(id) == stencil_vocab::TokenKind::Normal {
+                bytes.extend_from_slice(self.vocab.token_bytes(id));
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Token id -> bytes, kinds and EOS ids.
+    pub fn vocab(&self) -> &Arc<Vocab> {
+        &self.vocab
+    }
+
+    /// The underlying `tokenizers` tokenizer.
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    /// BOS token text, for chat templates (`bos_token`).
+    pub fn bos_token(&self) -> Option<&str> {
+        self.bos.as_ref().map(|(_, s)| s.as_str())
+    }
+
+    /// Primary EOS token text, for chat templates (`eos_token`).
+    pub fn eos_token(&self) -> Option<&str> {
+        self.eos.as_ref().map(|(_, s)| s.as_str())
+    }
+
+    /// All ids that end generation.
+    pub fn eos_ids(&self) -> &[u32] {
+        self.vocab.eos_ids()
+    }
+
+    /// Number of ids.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// Id of an exact token string, if it is a single token.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+}
+
+fn read_json_opt(path: &Path) -> Result<Option<serde_json::Value>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| RuntimeError::Tokenizer(format!("{}: invalid JSON: {e}", path.display())))
+}
