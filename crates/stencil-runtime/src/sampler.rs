@@ -17,8 +17,8 @@ pub struct SamplingParams {
     pub top_k: Option<usize>,
     pub top_p: Option<f32>,
     pub min_p: Option<f32>,
-    /// >1 discourages tokens already in the context (HF semantics: divide positive logits,
-    /// multiply negative ones).
+    /// Values above 1 discourage tokens already in the context (HF semantics: divide
+    /// positive logits, multiply negative ones).
     pub repetition_penalty: Option<f32>,
     /// Same seed + same input = same output. `None` seeds from the OS.
     pub seed: Option<u64>,
