@@ -165,3 +165,130 @@ fn bad_chat_template_in_a_checkpoint_is_a_template_error() {
     assert!(matches!(err, RuntimeError::Template(_)), "{err}");
     assert!(err.to_string().contains("does not compile"), "{err}");
 }
+
+#[test]
+fn tiny_qwen2_gguf_loads_and_caches_exactly() {
+    tiny_model_loads_and_caches_exactly("qwen2");
+}
+
+#[test]
+fn tiny_llama_gguf_loads_and_caches_exactly() {
+    tiny_model_loads_and_caches_exactly("llama");
+}
+
+/// A tiny random-weight GGUF (f32; Q/K/V biases, GQA) loads and decodes; a prompt run in one
+/// batch and in chunks against the KV cache gives the same logits.
+fn tiny_model_loads_and_caches_exactly(arch: &str) {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+    let dev = Device::Cpu;
+    let (hidden, heads, kv, ffn, vocab, layers) =
+        (64usize, 4usize, 2usize, 128usize, 260usize, 2usize);
+    let hd = hidden / heads;
+    let rand = |shape: &[usize]| {
+        let t = Tensor::randn(0f32, 0.2, shape, &dev).unwrap();
+        QTensor::quantize(&t, GgmlDType::F32).unwrap()
+    };
+    let ones = |n: usize| {
+        QTensor::quantize(&Tensor::ones(n, DType::F32, &dev).unwrap(), GgmlDType::F32).unwrap()
+    };
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        ("token_embd.weight".into(), rand(&[vocab, hidden])),
+        ("output_norm.weight".into(), ones(hidden)),
+    ];
+    for i in 0..layers {
+        let p = format!("blk.{i}");
+        tensors.push((format!("{p}.attn_norm.weight"), ones(hidden)));
+        tensors.push((format!("{p}.ffn_norm.weight"), ones(hidden)));
+        tensors.push((format!("{p}.attn_q.weight"), rand(&[heads * hd, hidden])));
+        tensors.push((format!("{p}.attn_q.bias"), rand(&[heads * hd])));
+        tensors.push((format!("{p}.attn_k.weight"), rand(&[kv * hd, hidden])));
+        tensors.push((format!("{p}.attn_k.bias"), rand(&[kv * hd])));
+        tensors.push((format!("{p}.attn_v.weight"), rand(&[kv * hd, hidden])));
+        tensors.push((format!("{p}.attn_v.bias"), rand(&[kv * hd])));
+        tensors.push((
+            format!("{p}.attn_output.weight"),
+            rand(&[hidden, heads * hd]),
+        ));
+        tensors.push((format!("{p}.ffn_gate.weight"), rand(&[ffn, hidden])));
+        tensors.push((format!("{p}.ffn_up.weight"), rand(&[ffn, hidden])));
+        tensors.push((format!("{p}.ffn_down.weight"), rand(&[hidden, ffn])));
+    }
+    // Byte-level vocabulary: the 256 byte symbols, then specials.
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|b| stencil_vocab::byte_to_char(b).to_string())
+        .collect();
+    tokens.extend(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "ab"].map(String::from));
+    let mut types = vec![1i32; 256];
+    types.extend([3, 3, 3, 1]);
+    use gguf_file::Value as V;
+    let s = |x: &str| V::String(x.into());
+    let u = V::U32;
+    let md: Vec<(String, V)> = vec![
+        ("general.architecture".to_string(), s(arch)),
+        (format!("{arch}.block_count"), u(layers as u32)),
+        (format!("{arch}.embedding_length"), u(hidden as u32)),
+        (format!("{arch}.feed_forward_length"), u(ffn as u32)),
+        (format!("{arch}.attention.head_count"), u(heads as u32)),
+        (format!("{arch}.attention.head_count_kv"), u(kv as u32)),
+        (format!("{arch}.context_length"), u(512)),
+        (format!("{arch}.rope.freq_base"), V::F32(1_000_000.0)),
+        (
+            format!("{arch}.attention.layer_norm_rms_epsilon"),
+            V::F32(1e-6),
+        ),
+        ("tokenizer.ggml.model".to_string(), s("gpt2")),
+        ("tokenizer.ggml.pre".to_string(), s("qwen2")),
+        (
+            "tokenizer.ggml.tokens".to_string(),
+            V::Array(tokens.iter().map(|t| s(t)).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type".to_string(),
+            V::Array(types.into_iter().map(V::I32).collect()),
+        ),
+        (
+            "tokenizer.ggml.merges".to_string(),
+            V::Array(vec![s("a b")]),
+        ),
+        ("tokenizer.ggml.eos_token_id".to_string(), u(258)),
+        ("tokenizer.ggml.bos_token_id".to_string(), u(257)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-qwen2.gguf");
+    let mut f = fs::File::create(&path).unwrap();
+    let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut f, &md_refs, &t_refs).unwrap();
+    drop(f);
+
+    let m = load(&ModelFiles::Gguf(path), &LoadOptions::default(), |_, _| {}).unwrap();
+    assert!(
+        m.model.describe().starts_with(arch),
+        "{}",
+        m.model.describe()
+    );
+    assert_eq!(
+        m.tokenizer.encode("ab c", false).unwrap(),
+        vec![259, 32, 99]
+    );
+    assert!(m.tokenizer.eos_ids().contains(&258));
+    let mut s1 = m.model.new_session().unwrap();
+    let a = s1
+        .forward(&[97, 98, 99, 100])
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    assert_eq!(a.len(), vocab);
+    assert!(a.iter().all(|x| x.is_finite()));
+    let mut s2 = m.model.new_session().unwrap();
+    s2.forward(&[97, 98]).unwrap();
+    s2.forward(&[99]).unwrap();
+    let b = s2.forward(&[100]).unwrap().to_vec1::<f32>().unwrap();
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(diff < 1e-4, "cached vs batched diff {diff}");
+}

@@ -236,3 +236,84 @@ fn sentencepiece_bpe(
     tok.with_decoder(Some(decoder));
     Ok(tok)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
+
+    use super::*;
+
+    fn content(entries: Vec<(&str, Value)>) -> Content {
+        Content {
+            magic: VersionedMagic::GgufV3,
+            metadata: entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            tensor_infos: HashMap::new(),
+            tensor_data_offset: 0,
+        }
+    }
+
+    fn strings(v: &[&str]) -> Value {
+        Value::Array(v.iter().map(|s| Value::String(s.to_string())).collect())
+    }
+
+    /// A SentencePiece vocabulary: merges come from scores, unknown bytes fall back to
+    /// `<0xNN>` tokens, spaces are `▁`, BOS is added.
+    #[test]
+    fn sentencepiece_vocab_from_scores() {
+        let mut pieces = vec!["<unk>", "<s>", "</s>"];
+        let bytes: Vec<String> = (0..=255u8).map(|b| format!("<0x{b:02X}>")).collect();
+        pieces.extend(bytes.iter().map(String::as_str));
+        let words = [
+            "▁", "h", "e", "l", "o", "▁h", "el", "ell", "▁hell", "▁hello", "lo",
+        ];
+        pieces.extend(words);
+        let n = pieces.len();
+        let mut types = vec![Value::I32(2), Value::I32(3), Value::I32(3)];
+        types.extend((0..256).map(|_| Value::I32(6)));
+        types.extend(words.iter().map(|_| Value::I32(1)));
+        // Longer pieces score higher, so they merge first.
+        let scores: Vec<Value> = pieces
+            .iter()
+            .map(|p| Value::F32(p.chars().count() as f32))
+            .collect();
+        let c = content(vec![
+            ("tokenizer.ggml.model", Value::String("llama".into())),
+            ("tokenizer.ggml.tokens", strings(&pieces)),
+            ("tokenizer.ggml.scores", Value::Array(scores)),
+            ("tokenizer.ggml.token_type", Value::Array(types)),
+            ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+            ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+            ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
+        ]);
+        let tok = from_gguf_metadata(Meta(&c)).unwrap();
+        assert_eq!(tok.vocab_size(), n);
+        let ids = tok.encode("hello\n", true).unwrap();
+        let id = |p: &str| pieces.iter().position(|x| *x == p).unwrap() as u32;
+        assert_eq!(ids, vec![1, id("▁hello"), id("<0x0A>")]);
+        // Token bytes: `▁` is a space, byte tokens are raw bytes.
+        assert_eq!(tok.decode(&ids, false), " hello\n");
+        assert_eq!(tok.eos_ids(), &[2]);
+        // Characters outside the vocabulary go through byte fallback.
+        let ids = tok.encode("hé", false).unwrap();
+        assert_eq!(tok.decode(&ids, false), " hé");
+    }
+
+    #[test]
+    fn unknown_pre_tokenizer_is_an_error_not_a_guess() {
+        let c = content(vec![
+            ("tokenizer.ggml.model", Value::String("gpt2".into())),
+            ("tokenizer.ggml.tokens", strings(&["a", "b", "ab"])),
+            ("tokenizer.ggml.merges", strings(&["a b"])),
+            ("tokenizer.ggml.pre", Value::String("mystery-bpe".into())),
+        ]);
+        let err = from_gguf_metadata(Meta(&c)).unwrap_err().to_string();
+        assert!(err.contains("mystery-bpe"), "{err}");
+        let c = content(vec![("tokenizer.ggml.model", Value::String("rwkv".into()))]);
+        assert!(from_gguf_metadata(Meta(&c)).is_err());
+    }
+}
