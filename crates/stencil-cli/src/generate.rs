@@ -98,13 +98,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     )?;
     let _ = writeln!(stdout);
     eprintln!(
-        "finish_reason={} prompt_tokens={} completion_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token",
+        "finish_reason={} prompt_tokens={} completion_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
         serde_json::to_value(result.finish_reason)?.as_str().unwrap_or("?"),
         result.usage.prompt_tokens,
         result.usage.completion_tokens,
         loaded.load_time.as_secs_f64(),
         result.timings.prompt_tokens_per_s(&result.usage),
         result.timings.decode_ms_per_token(&result.usage),
+        1e3 / result.timings.decode_ms_per_token(&result.usage),
     );
     Ok(())
 }

@@ -337,8 +337,9 @@ impl Model {
             let (k_all, v_all) = append_kv(slot, &k, &v, pos, self.config.context_length)?;
             // Grouped-query attention without copying K/V: the `group` query heads that share a
             // KV head are stacked as extra rows against that head.
-            let q = q.reshape((1, c.n_kv_head, group * seq, c.head_dim))?;
-            let att = (q.matmul(&k_all.t()?)? * scale)?;
+            // Scale the (small) queries rather than the (context-sized) scores.
+            let q = (q.reshape((1, c.n_kv_head, group * seq, c.head_dim))? * scale)?;
+            let att = q.matmul(&k_all.t()?)?;
             let att = match &mask {
                 Some(m) => att.broadcast_add(m)?,
                 None => att,
