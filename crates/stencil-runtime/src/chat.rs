@@ -435,4 +435,40 @@ mod tests {
             .unwrap();
         assert_eq!(out, r#"x[{"name": "f", "d": "<b>&'中"}]"#);
     }
+
+    /// Constructs the common Hub templates use: slicing, namespaces, `loop` helpers,
+    /// `raise_exception` for bad alternation, `strftime_now`, `.strip()` on content.
+    #[test]
+    fn mistral_and_llama3_style_constructs() {
+        let mistral = "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content'] %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}{{- bos_token }}{%- for message in loop_messages %}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif %}{%- if message['role'] == 'user' %}{%- if loop.first and system_message is defined %}{{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}{%- else %}{{- ' [INST] ' + message['content'] + ' [/INST]' }}{%- endif %}{%- elif message['role'] == 'assistant' %}{{- ' ' + message['content'] + eos_token}}{%- endif %}{%- endfor %}";
+        let t = ChatTemplate::new(mistral, Some("<s>"), Some("</s>")).unwrap();
+        let out = t
+            .render(
+                &msgs(&[
+                    ("system", "S"),
+                    ("user", "U1"),
+                    ("assistant", "A1"),
+                    ("user", "U2"),
+                ]),
+                true,
+                None,
+            )
+            .unwrap();
+        assert_eq!(out, "<s> [INST] S\n\nU1 [/INST] A1</s> [INST] U2 [/INST]");
+        let err = t
+            .render(&msgs(&[("user", "a"), ("user", "b")]), true, None)
+            .unwrap_err();
+        assert!(err.to_string().contains("must alternate"), "{err}");
+
+        let llama3 = "{{- bos_token }}{%- set ns = namespace(sys='') %}{%- for m in messages %}{%- if m.role == 'system' %}{%- set ns.sys = m.content | trim %}{%- endif %}{%- endfor %}{{- '<|start_header_id|>system<|end_header_id|>\n\n' }}{{- 'Today Date: ' + strftime_now('%d %b %Y') + '\n\n' }}{{- ns.sys + '<|eot_id|>' }}{%- for m in messages if m.role != 'system' %}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\n\n' + m.content.strip() + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}";
+        let t = ChatTemplate::new(llama3, Some("<|begin_of_text|>"), Some("<|eot_id|>")).unwrap();
+        let out = t
+            .render(
+                &msgs(&[("system", " Be nice. "), ("user", " hi ")]),
+                true,
+                None,
+            )
+            .unwrap();
+        assert_eq!(out, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nToday Date: 01 Jan 2025\n\nBe nice.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    }
 }
