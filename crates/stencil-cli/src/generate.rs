@@ -97,6 +97,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         },
     )?;
     let _ = writeln!(stdout);
+    let decode_ms = result.timings.decode_ms_per_token(&result.usage);
     eprintln!(
         "finish_reason={} prompt_tokens={} completion_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
         serde_json::to_value(result.finish_reason)?.as_str().unwrap_or("?"),
@@ -104,8 +105,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         result.usage.completion_tokens,
         loaded.load_time.as_secs_f64(),
         result.timings.prompt_tokens_per_s(&result.usage),
-        result.timings.decode_ms_per_token(&result.usage),
-        1e3 / result.timings.decode_ms_per_token(&result.usage),
+        decode_ms,
+        1e3 / decode_ms,
     );
     Ok(())
 }

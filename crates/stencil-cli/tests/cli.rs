@@ -1,27 +1,14 @@
 //! The `stencil` binary end to end, on the real default model.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+#[path = "../../stencil-runtime/tests/common/mod.rs"]
+mod common;
 
-fn model() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-model.sh");
-        let out = Command::new("bash").arg(script).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
+use std::process::{Command, Output};
 
 fn stencil(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stencil"))
         .args(args)
-        .env("STENCIL_MODEL", model())
+        .env("STENCIL_MODEL", common::default_model())
         .output()
         .unwrap()
 }

@@ -35,6 +35,14 @@ fn chat_prompt(user: &str) -> Vec<u32> {
     .tokens
 }
 
+/// Greedy decoding of at most `max_tokens`, no stop strings.
+fn greedy(max_tokens: usize) -> GenerateParams {
+    GenerateParams {
+        max_tokens,
+        ..Default::default()
+    }
+}
+
 fn run(prompt: &[u32], params: &GenerateParams) -> stencil_runtime::generate::Generation {
     let m = model();
     generate(m.model.as_ref(), &m.tokenizer, prompt, params, |_| {}).unwrap()
@@ -74,10 +82,7 @@ fn gguf_chat_template_renders_chatml_with_default_system() {
 fn greedy_answers_and_stops_at_eos() {
     let g = run(
         &chat_prompt("What is the capital of France? Answer in one sentence."),
-        &GenerateParams {
-            max_tokens: 40,
-            ..Default::default()
-        },
+        &greedy(40),
     );
     assert!(g.text.contains("Paris"), "{:?}", g.text);
     assert_eq!(g.finish_reason, FinishReason::Stop);
@@ -114,13 +119,7 @@ fn seeded_sampling_is_reproducible() {
 
 #[test]
 fn max_tokens_gives_length() {
-    let g = run(
-        &chat_prompt("Count from 1 to 100."),
-        &GenerateParams {
-            max_tokens: 5,
-            ..Default::default()
-        },
-    );
+    let g = run(&chat_prompt("Count from 1 to 100."), &greedy(5));
     assert_eq!(g.finish_reason, FinishReason::Length);
     assert_eq!(g.usage.completion_tokens, 5);
 }
@@ -128,13 +127,7 @@ fn max_tokens_gives_length() {
 #[test]
 fn stop_string_spanning_tokens_is_not_emitted() {
     let prompt = chat_prompt("Count from 1 to 20, separated by commas.");
-    let full = run(
-        &prompt,
-        &GenerateParams {
-            max_tokens: 60,
-            ..Default::default()
-        },
-    );
+    let full = run(&prompt, &greedy(60));
     // Pick a stop string that starts inside one token and ends in a later one.
     let m = model();
     let pieces: Vec<String> = full
@@ -172,10 +165,7 @@ fn stop_string_spanning_tokens_is_not_emitted() {
 fn streaming_chunks_are_whole_characters_and_join_to_the_text() {
     let prompt = chat_prompt("Translate to Chinese: I love programming and good food. 🍜");
     let m = model();
-    let params = GenerateParams {
-        max_tokens: 48,
-        ..Default::default()
-    };
+    let params = greedy(48);
     let mut gen = Generator::new(m.model.as_ref(), &m.tokenizer, &prompt, &params).unwrap();
     let mut chunks = Vec::new();
     for c in gen.by_ref() {
@@ -263,11 +253,7 @@ fn session_truncate_rolls_back_exactly() {
     let mut fresh = m.model.new_session().unwrap();
     fresh.forward(&prompt).unwrap();
     let want = fresh.forward(&[100]).unwrap().to_vec1::<f32>().unwrap();
-    let diff = again
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
+    let diff = common::max_abs_diff(&again, &want);
     assert!(diff < 1e-3, "max diff {diff}");
     assert_eq!(first.len(), m.model.vocab_size());
 }

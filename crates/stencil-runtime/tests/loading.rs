@@ -285,10 +285,6 @@ fn tiny_model_loads_and_caches_exactly(arch: &str) {
     s2.forward(&[97, 98]).unwrap();
     s2.forward(&[99]).unwrap();
     let b = s2.forward(&[100]).unwrap().to_vec1::<f32>().unwrap();
-    let diff = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let diff = common::max_abs_diff(&a, &b);
     assert!(diff < 1e-4, "cached vs batched diff {diff}");
 }

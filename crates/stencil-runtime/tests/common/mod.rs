@@ -43,3 +43,12 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// Largest elementwise difference between two logit vectors.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "logit vectors differ in length");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
