@@ -2,10 +2,15 @@
 //!
 //! - `stencil generate`: stream a completion for a prompt (chat template applied).
 //! - `stencil convert`: write a GGUF as a Hugging Face safetensors directory.
-//! - `stencil bench`: prompt tok/s and decode ms/token for a model.
+//! - `stencil bench`: prompt tok/s and decode ms/token for a model; `stencil bench maskbench`:
+//!   constraint compile and mask times on MaskBench data.
+//! - `stencil test-suite`: the JSON Schema Test Suite, token by token.
 
 mod bench;
+mod conformance;
 mod generate;
+mod maskbench;
+mod test_suite;
 
 use std::process::ExitCode;
 
@@ -39,8 +44,25 @@ enum Command {
         #[arg(long, default_value = "f32")]
         dtype: String,
     },
-    /// Measure prompt throughput and decode latency.
-    Bench(bench::BenchArgs),
+    /// Measure prompt throughput and decode latency (or `bench maskbench`: mask speed).
+    Bench(BenchCommand),
+    /// Run the JSON Schema Test Suite through the constraint engine, token by token.
+    TestSuite(test_suite::TestSuiteArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchCommand {
+    #[command(subcommand)]
+    sub: Option<BenchSub>,
+    #[command(flatten)]
+    model: bench::BenchArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchSub {
+    /// Constraint compile and mask times and correctness on MaskBench files.
+    Maskbench(maskbench::MaskBenchArgs),
 }
 
 /// Model selection flags shared by commands.
@@ -105,7 +127,25 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    // Deeply nested schemas recurse deeply in the compiler: give it room.
+    let worker = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || run(cli))
+        .expect("spawn worker thread");
+    let result = worker
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error (panic)")));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::Convert { gguf, out, dtype } => (|| {
             let dtype = stencil_runtime::convert::parse_dtype(&dtype)?;
@@ -113,13 +153,11 @@ fn main() -> ExitCode {
             eprintln!("wrote {}", out.display());
             Ok(())
         })(),
-        Command::Bench(args) => bench::run(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Command::Bench(BenchCommand {
+            sub: Some(BenchSub::Maskbench(args)),
+            ..
+        }) => maskbench::run(args),
+        Command::Bench(BenchCommand { model, .. }) => bench::run(model),
+        Command::TestSuite(args) => test_suite::run(args),
     }
 }

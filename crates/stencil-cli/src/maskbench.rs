@@ -1,0 +1,248 @@
+//! `stencil bench maskbench`: compile and mask times and correctness on MaskBench files,
+//! measured the way `../shared/tools/maskbench-llg` measures llguidance (same fields).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use stencil_grammar::Options;
+use stencil_mask::TokenSet;
+
+use crate::conformance::{
+    compile_to_first_mask, json_files, pct, r3, replay, summary, Engine, Outcome,
+};
+
+#[derive(Args, Debug)]
+pub struct MaskBenchArgs {
+    /// tokenizer.json or GGUF file.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// MaskBench folder(s), searched recursively.
+    #[arg(long, required = true)]
+    pub data: Vec<PathBuf>,
+    /// Schemas measured at once (each schema always on one thread).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Only the first N files (sorted) of each --data folder.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// One JSON line per schema.
+    #[arg(long)]
+    pub per_schema: Option<PathBuf>,
+}
+
+#[derive(Default, serde::Serialize)]
+pub struct SchemaResult {
+    pub id: String,
+    #[serde(skip)]
+    pub subset: String,
+    pub compiled: bool,
+    pub error: Option<String>,
+    pub compile_us: Option<f64>,
+    pub tests_passed: usize,
+    pub tests_failed: usize,
+    pub valid: usize,
+    pub valid_accepted: usize,
+    pub invalid: usize,
+    pub invalid_rejected: usize,
+    pub test_errors: usize,
+    pub first_failure: Option<String>,
+    pub masks: Value,
+    pub wall_ms: f64,
+    #[serde(skip)]
+    pub mask_us: Vec<f64>,
+}
+
+impl SchemaResult {
+    pub fn passing(&self) -> bool {
+        self.compiled && self.tests_failed == 0
+    }
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn run_inner(engine: &Engine, path: &Path, r: &mut SchemaResult) -> Result<()> {
+    let file: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+    let mut tests = Vec::new();
+    for t in file["tests"].as_array().into_iter().flatten() {
+        tests.push((
+            t["valid"].as_bool().unwrap_or(false),
+            engine.tokenize(&t["data"])?,
+        ));
+    }
+    r.valid = tests.iter().filter(|t| t.0).count();
+    r.invalid = tests.len() - r.valid;
+    r.tests_failed = tests.len();
+    let (compiled, us) = compile_to_first_mask(engine, &file["schema"], &Options::default());
+    r.compile_us = Some(r3(us));
+    let constraint = compiled.map_err(|e| anyhow::anyhow!(e))?;
+    r.compiled = true;
+    r.tests_failed = 0;
+    let mut mask = TokenSet::new(engine.trie.vocab_size());
+    for (idx, (valid, tokens)) in tests.iter().enumerate() {
+        let m = constraint.matcher().map_err(|e| anyhow::anyhow!("{e}"))?;
+        match (valid, replay(m, tokens, &mut mask, &mut r.mask_us)) {
+            (true, Outcome::Accepted) => r.valid_accepted += 1,
+            (false, Outcome::Rejected(_)) => r.invalid_rejected += 1,
+            (_, out) => {
+                let why = match out {
+                    Outcome::Accepted => "invalid instance accepted".to_string(),
+                    Outcome::Rejected(why) => why,
+                    Outcome::Failed(why) => {
+                        r.test_errors += 1;
+                        why
+                    }
+                };
+                r.tests_failed += 1;
+                r.first_failure
+                    .get_or_insert_with(|| format!("test #{idx} (valid={valid}): {why}"));
+            }
+        }
+    }
+    r.tests_passed = r.valid_accepted + r.invalid_rejected;
+    Ok(())
+}
+
+pub fn run_schema(engine: &Engine, path: &Path) -> SchemaResult {
+    let subset = path.parent().map(name_of).unwrap_or_default();
+    let mut r = SchemaResult {
+        id: format!("{subset}/{}", name_of(path)),
+        subset,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_inner(engine, path, &mut r)
+    }));
+    match out {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => r.error = Some(format!("{e:#}").chars().take(500).collect()),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or(p.downcast_ref::<&str>().map(|s| s.to_string()));
+            r.error = Some(format!("panic: {}", msg.unwrap_or_default()));
+            (
+                r.compiled,
+                r.tests_passed,
+                r.valid_accepted,
+                r.invalid_rejected,
+            ) = (false, 0, 0, 0);
+            r.tests_failed = r.valid + r.invalid;
+        }
+    }
+    r.wall_ms = r3(t0.elapsed().as_secs_f64() * 1e3);
+    let mut s = r.mask_us.clone();
+    s.sort_by(f64::total_cmp);
+    r.masks = json!({"count": s.len(), "p50": r3(pct(&s, 0.5)), "max": r3(pct(&s, 1.0)),
+                     "mean": r3(s.iter().sum::<f64>() / s.len().max(1) as f64)});
+    r
+}
+
+#[rustfmt::skip]
+fn table_row(name: &str, rs: &[&SchemaResult]) {
+    let sum = |f: fn(&SchemaResult) -> usize| rs.iter().map(|r| f(r)).sum::<usize>();
+    let mut cu: Vec<f64> = rs.iter().filter(|r| r.compiled).filter_map(|r| r.compile_us).collect();
+    let mut mu: Vec<f64> = rs.iter().flat_map(|r| r.mask_us.iter().copied()).collect();
+    cu.sort_by(f64::total_cmp);
+    mu.sort_by(f64::total_cmp);
+    eprintln!(
+        "{:<24}{:>6}{:>6}{:>6}{:>13}{:>13}{:>9.2}{:>9.2}{:>9}{:>8.1}{:>8.1}{:>9.0}",
+        name, rs.len(), sum(|r| r.compiled as usize), sum(|r| r.passing() as usize),
+        format!("{}/{}", sum(|r| r.valid_accepted), sum(|r| r.valid)),
+        format!("{}/{}", sum(|r| r.invalid_rejected), sum(|r| r.invalid)),
+        pct(&cu, 0.5) / 1e3, pct(&cu, 0.99) / 1e3, mu.len(), pct(&mu, 0.5), pct(&mu, 0.99), pct(&mu, 1.0),
+    );
+}
+
+pub fn run(args: MaskBenchArgs) -> Result<()> {
+    let start = Instant::now();
+    let mut files = Vec::new();
+    for dir in &args.data {
+        let mut fs = json_files(dir, true)?;
+        fs.truncate(args.limit.unwrap_or(usize::MAX));
+        files.extend(fs);
+    }
+    let engine = Engine::load(args.tokenizer.as_deref())?;
+    eprintln!(
+        "tokenizer {} (vocab {}), {} files, {} thread(s), setup {:.2}s",
+        engine.name,
+        engine.trie.vocab_size(),
+        files.len(),
+        args.threads,
+        start.elapsed().as_secs_f64()
+    );
+    let done = AtomicUsize::new(0);
+    let work = |p: &PathBuf| {
+        let r = run_schema(&engine, p);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % 500 == 0 {
+            eprintln!(
+                "  {n}/{} schemas, {:.0}s",
+                files.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+        r
+    };
+    let results: Vec<SchemaResult> = if args.threads > 1 {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(args.threads)
+            .build()?;
+        pool.install(|| files.par_iter().map(work).collect())
+    } else {
+        files.iter().map(work).collect()
+    };
+    if let Some(out) = &args.per_schema {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
+        for r in &results {
+            writeln!(w, "{}", serde_json::to_string(r)?)?;
+        }
+    }
+    let mut by_subset: BTreeMap<&str, Vec<&SchemaResult>> = BTreeMap::new();
+    for r in &results {
+        by_subset.entry(&r.subset).or_default().push(r);
+    }
+    eprintln!("subset                   files  comp  pass    valid acc  invalid rej   c50 ms   c99 ms    masks  m50 us  m99 us  mmax us");
+    for (name, rs) in &by_subset {
+        table_row(name, rs);
+    }
+    let all: Vec<&SchemaResult> = results.iter().collect();
+    table_row("TOTAL", &all);
+    let sum = |f: fn(&SchemaResult) -> usize| results.iter().map(f).sum::<usize>();
+    let compile_us: Vec<f64> = results
+        .iter()
+        .filter(|r| r.compiled)
+        .filter_map(|r| r.compile_us)
+        .collect();
+    let mask_us: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.mask_us.iter().copied())
+        .collect();
+    let out = json!({
+        "engine": format!("stencil {}", env!("CARGO_PKG_VERSION")),
+        "tokenizer": engine.name,
+        "vocab": engine.trie.vocab_size(),
+        "files": results.len(),
+        "compiled": sum(|r| r.compiled as usize),
+        "passing": sum(|r| r.passing() as usize),
+        "tests": {"valid": sum(|r| r.valid), "valid_accepted": sum(|r| r.valid_accepted),
+                  "invalid": sum(|r| r.invalid), "invalid_rejected": sum(|r| r.invalid_rejected)},
+        "compile_us": summary(compile_us, false),
+        "mask_us": summary(mask_us, true),
+        "wall_s": r3(start.elapsed().as_secs_f64()),
+    });
+    println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `stencil test-suite`: the official JSON Schema Test Suite, token by token.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::{json, Value};
+use stencil_mask::TokenSet;
+
+use crate::conformance::{json_files, replay, suite_options, Engine, Outcome};
+
+#[derive(Args, Debug)]
+pub struct TestSuiteArgs {
+    /// A suite folder (e.g. ../shared/data/json-schema-test-suite/tests/draft2020-12) or file.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// tokenizer.json or GGUF file (default: the default model's tokenizer).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Also run subfolders (`optional/`).
+    #[arg(long)]
+    pub recursive: bool,
+    /// Write one JSON line per test: id, outcome, detail.
+    #[arg(long)]
+    pub per_test: Option<PathBuf>,
+}
+
+pub fn run(args: TestSuiteArgs) -> Result<()> {
+    let engine = Engine::load(args.tokenizer.as_deref())?;
+    let files = if args.suite.is_dir() {
+        json_files(&args.suite, args.recursive)?
+    } else {
+        vec![args.suite.clone()]
+    };
+    let mut per_test = match &args.per_test {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+        None => None,
+    };
+    let (mut groups, mut tests, mut pass, mut refused, mut fp, mut fneg) = (0, 0, 0, 0, 0, 0);
+    let mut mask = TokenSet::new(engine.trie.vocab_size());
+    for file in &files {
+        let rel = file
+            .strip_prefix(&args.suite)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .into_owned();
+        let data: Value = serde_json::from_slice(&std::fs::read(file)?)
+            .with_context(|| format!("parsing {}", file.display()))?;
+        let options = suite_options(file);
+        for (gi, group) in data.as_array().into_iter().flatten().enumerate() {
+            groups += 1;
+            let cases = group["tests"].as_array().cloned().unwrap_or_default();
+            let compiled = engine.compile(&group["schema"], &options);
+            for (ti, case) in cases.iter().enumerate() {
+                tests += 1;
+                let valid = case["valid"].as_bool().unwrap_or(false);
+                let id = format!("{rel}#{gi}/{ti}");
+                let (outcome, detail) = match &compiled {
+                    Err(e) => {
+                        refused += 1;
+                        ("compile_refused", e.clone())
+                    }
+                    Ok(c) => {
+                        let tokens = engine.tokenize(&case["data"])?;
+                        let m = c.matcher().map_err(|e| anyhow::anyhow!("{e}"))?;
+                        let mut times = Vec::new();
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            replay(m, &tokens, &mut mask, &mut times)
+                        }));
+                        match (valid, result) {
+                            (true, Ok(Outcome::Accepted)) | (false, Ok(Outcome::Rejected(_))) => {
+                                pass += 1;
+                                ("pass", String::new())
+                            }
+                            (false, Ok(Outcome::Accepted)) => {
+                                fp += 1;
+                                ("false_positive", String::new())
+                            }
+                            (true, Ok(Outcome::Rejected(why))) => {
+                                fneg += 1;
+                                ("false_negative", why)
+                            }
+                            (_, Ok(Outcome::Failed(why))) => {
+                                if valid {
+                                    fneg += 1
+                                } else {
+                                    fp += 1
+                                }
+                                (
+                                    if valid {
+                                        "false_negative"
+                                    } else {
+                                        "false_positive"
+                                    },
+                                    format!("engine error: {why}"),
+                                )
+                            }
+                            (_, Err(_)) => {
+                                if valid {
+                                    fneg += 1
+                                } else {
+                                    fp += 1
+                                }
+                                (
+                                    if valid {
+                                        "false_negative"
+                                    } else {
+                                        "false_positive"
+                                    },
+                                    "panic".to_string(),
+                                )
+                            }
+                        }
+                    }
+                };
+                if let Some(w) = per_test.as_mut() {
+                    writeln!(
+                        w,
+                        "{}",
+                        json!({"id": id, "outcome": outcome, "valid": valid, "detail": detail})
+                    )?;
+                }
+            }
+        }
+    }
+    if let Some(mut w) = per_test {
+        w.flush()?;
+    }
+    eprintln!("tokenizer {} ({} files)", engine.name, files.len());
+    println!(
+        "{}",
+        json!({"groups": groups, "tests": tests, "pass": pass, "compile_refused": refused,
+               "false_positive": fp, "false_negative": fneg})
+    );
+    Ok(())
+}

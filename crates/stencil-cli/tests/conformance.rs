@@ -1,0 +1,190 @@
+//! Data-driven conformance ratchets over third-party data in ../shared/data:
+//! - the JSON Schema Test Suite (draft 2020-12, pinned commit, with optional/format), token by
+//!   token with the SmolLM2 tokenizer;
+//! - a fixed MaskBench sample (first 12 files of every subset).
+//!
+//! Each compares per-test (per-schema) outcomes with a checked-in baseline in
+//! `tests/baselines/`: anything that passed there must still pass (a regression fails), and an
+//! improvement rewrites the baseline file so the ratchet moves up.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn shared(rel: &str) -> Option<PathBuf> {
+    let p = repo_root().join("../shared/data").join(rel);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "NOTICE: {} not found; skipping this test (it needs ../shared/data beside the repo)",
+            p.display()
+        );
+        None
+    }
+}
+
+fn stencil(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .args(args)
+        .output()
+        .expect("run stencil");
+    assert!(
+        out.status.success(),
+        "stencil {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+fn last_json_line(stdout: &str) -> Value {
+    serde_json::from_str(stdout.lines().last().expect("output")).expect("last line is JSON")
+}
+
+/// Compares `passing` with the baseline's list: regressions fail, improvements update the file.
+fn ratchet(name: &str, summary: Value, passing: BTreeSet<String>) {
+    let path = repo_root().join("tests/baselines").join(name);
+    let baseline: Value = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(json!({"passing": []}));
+    let before: BTreeSet<String> = baseline["passing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    let lost: Vec<&String> = before.difference(&passing).collect();
+    assert!(
+        lost.is_empty(),
+        "{name}: {} previously passing cases now fail (first: {:?}); summary now {summary}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    if passing.len() > before.len() {
+        let body = json!({"summary": summary, "passing": passing});
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&body).expect("json") + "\n",
+        )
+        .expect("write baseline");
+        eprintln!(
+            "{name}: ratchet moved from {} to {} passing cases",
+            before.len(),
+            passing.len()
+        );
+    }
+}
+
+#[test]
+fn json_schema_test_suite_ratchet() {
+    let (Some(suite), Some(tok)) = (
+        shared("json-schema-test-suite/pinned-78048ea/tests/draft2020-12"),
+        shared("tokenizers/smollm2-135m-instruct/tokenizer.json"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let per_test = dir.path().join("per-test.jsonl");
+    let stdout = stencil(&[
+        "test-suite",
+        "--recursive",
+        "--suite",
+        suite.to_str().expect("path"),
+        "--tokenizer",
+        tok.to_str().expect("path"),
+        "--per-test",
+        per_test.to_str().expect("path"),
+    ]);
+    let summary = last_json_line(&stdout);
+    assert_eq!(
+        summary["tests"], 1897,
+        "the pinned suite has 1,897 tests: {summary}"
+    );
+    let mut passing = BTreeSet::new();
+    let mut false_positives = Vec::new();
+    for line in std::fs::read_to_string(&per_test)
+        .expect("per-test")
+        .lines()
+    {
+        let r: Value = serde_json::from_str(line).expect("json line");
+        match r["outcome"].as_str() {
+            Some("pass") => {
+                passing.insert(r["id"].as_str().unwrap_or_default().to_string());
+            }
+            Some("false_positive") => false_positives.push(r["id"].to_string()),
+            _ => {}
+        }
+    }
+    // Accepting an invalid instance is the failure users cannot detect: keep it at the
+    // measured floor (two `$id`-relative `$ref` cases) and never above.
+    assert!(
+        false_positives.len() <= 2,
+        "false positives: {false_positives:?}"
+    );
+    ratchet("json-schema-test-suite.json", summary, passing);
+}
+
+#[test]
+fn maskbench_sample_ratchet() {
+    let (Some(data), Some(tok)) = (
+        shared("maskbench"),
+        shared("tokenizers/smollm2-135m-instruct/tokenizer.json"),
+    ) else {
+        return;
+    };
+    let mut args: Vec<String> = vec![
+        "bench".into(),
+        "maskbench".into(),
+        "--tokenizer".into(),
+        tok.display().to_string(),
+    ];
+    let mut subsets: Vec<PathBuf> = std::fs::read_dir(&data)
+        .expect("maskbench dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    subsets.sort();
+    for s in &subsets {
+        args.push("--data".into());
+        args.push(s.display().to_string());
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let per_schema = dir.path().join("per-schema.jsonl");
+    args.extend([
+        "--limit".into(),
+        "12".into(),
+        "--per-schema".into(),
+        per_schema.display().to_string(),
+    ]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary = last_json_line(&stencil(&argv));
+    let mut passing = BTreeSet::new();
+    let mut wrong_after_compile = Vec::new();
+    for line in std::fs::read_to_string(&per_schema)
+        .expect("per-schema")
+        .lines()
+    {
+        let r: Value = serde_json::from_str(line).expect("json line");
+        let id = r["id"].as_str().unwrap_or_default().to_string();
+        if r["compiled"] == true && r["tests_failed"] == 0 {
+            passing.insert(id);
+        } else if r["compiled"] == true && r["invalid"].as_u64() != r["invalid_rejected"].as_u64() {
+            wrong_after_compile.push(format!("{id}: {}", r["first_failure"]));
+        }
+    }
+    assert!(
+        wrong_after_compile.is_empty(),
+        "compiled schemas accepting invalid instances: {wrong_after_compile:?}"
+    );
+    ratchet("maskbench-sample.json", summary, passing);
+}

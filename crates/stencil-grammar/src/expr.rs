@@ -1,0 +1,319 @@
+//! The grammar IR: regular expressions over bytes that may call rules.
+
+use std::sync::Arc;
+
+/// Index of a rule in a [`Grammar`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// A set of Unicode scalar values as sorted, disjoint, non-adjacent inclusive ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct CharRanges(Vec<(char, char)>);
+
+impl CharRanges {
+    pub fn new(mut ranges: Vec<(char, char)>) -> Self {
+        ranges.retain(|(a, b)| a <= b);
+        ranges.sort();
+        let mut out: Vec<(char, char)> = Vec::with_capacity(ranges.len());
+        for (a, b) in ranges {
+            if let Some(last) = out.last_mut() {
+                if (a as u32) <= (last.1 as u32).saturating_add(1) {
+                    last.1 = last.1.max(b);
+                    continue;
+                }
+            }
+            out.push((a, b));
+        }
+        Self(out)
+    }
+
+    pub fn single(c: char) -> Self {
+        Self(vec![(c, c)])
+    }
+
+    /// Every Unicode scalar value.
+    pub fn all() -> Self {
+        Self(vec![('\0', char::MAX)])
+    }
+
+    pub fn ranges(&self) -> &[(char, char)] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, c: char) -> bool {
+        self.0.iter().any(|&(a, b)| a <= c && c <= b)
+    }
+
+    pub fn union(&self, other: &Self) -> Self {
+        let mut v = self.0.clone();
+        v.extend_from_slice(&other.0);
+        Self::new(v)
+    }
+
+    /// The scalar values not in `self`.
+    pub fn complement(&self) -> Self {
+        let mut out = Vec::new();
+        let mut next: u32 = 0;
+        for &(a, b) in &self.0 {
+            if (a as u32) > next {
+                push_scalar_range(&mut out, next, a as u32 - 1);
+            }
+            next = b as u32 + 1;
+        }
+        if next <= char::MAX as u32 {
+            push_scalar_range(&mut out, next, char::MAX as u32);
+        }
+        Self::new(out)
+    }
+
+    pub fn intersect(&self, other: &Self) -> Self {
+        self.complement().union(&other.complement()).complement()
+    }
+
+    pub fn subtract(&self, other: &Self) -> Self {
+        self.intersect(&other.complement())
+    }
+}
+
+/// Pushes `[lo, hi]` minus the surrogate gap, which `char` cannot represent.
+fn push_scalar_range(out: &mut Vec<(char, char)>, lo: u32, hi: u32) {
+    for (a, b) in [(lo, hi.min(0xD7FF)), (lo.max(0xE000), hi)] {
+        if a <= b {
+            if let (Some(a), Some(b)) = (char::from_u32(a), char::from_u32(b)) {
+                out.push((a, b));
+            }
+        }
+    }
+}
+
+/// A regular expression over bytes, extended with calls to other rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// The empty string.
+    Empty,
+    /// No string at all.
+    Nothing,
+    /// These exact bytes.
+    Literal(Vec<u8>),
+    /// One byte in one of these inclusive ranges.
+    Bytes(Vec<(u8, u8)>),
+    /// One character (UTF-8 encoded) from this set.
+    Chars(CharRanges),
+    Concat(Vec<Expr>),
+    Alt(Vec<Expr>),
+    /// `min` to `max` (unbounded if `None`) repetitions.
+    Repeat {
+        expr: Box<Expr>,
+        min: u32,
+        max: Option<u32>,
+    },
+    /// Strings matched by every operand (operands may not call rules).
+    And(Vec<Expr>),
+    /// Byte strings *not* matched by the operand (which may not call rules).
+    Not(Box<Expr>),
+    /// A call to another rule (the only source of recursion).
+    Call(RuleId),
+    /// A subexpression referenced from several places; compiled once per continuation.
+    Shared(Arc<Expr>),
+    /// An explicit deterministic automaton (for languages awkward as regexes: `multipleOf`).
+    Dfa(Arc<ByteDfa>),
+}
+
+/// An explicit DFA over bytes. State 0 is the start; missing transitions are dead.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ByteDfa {
+    pub states: Vec<ByteDfaState>,
+}
+
+/// One state of a [`ByteDfa`]: transitions as inclusive byte ranges.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ByteDfaState {
+    pub transitions: Vec<(u8, u8, u32)>,
+    pub accepting: bool,
+}
+
+impl Expr {
+    pub fn literal(bytes: impl AsRef<[u8]>) -> Self {
+        let b = bytes.as_ref();
+        if b.is_empty() {
+            Expr::Empty
+        } else {
+            Expr::Literal(b.to_vec())
+        }
+    }
+
+    pub fn chars(ranges: CharRanges) -> Self {
+        if ranges.is_empty() {
+            Expr::Nothing
+        } else {
+            Expr::Chars(ranges)
+        }
+    }
+
+    /// Concatenation, flattening nested concatenations and simplifying `Empty`/`Nothing`.
+    pub fn concat(parts: impl IntoIterator<Item = Expr>) -> Self {
+        let mut out: Vec<Expr> = Vec::new();
+        for p in parts {
+            match p {
+                Expr::Empty => {}
+                Expr::Nothing => return Expr::Nothing,
+                Expr::Concat(v) => out.extend(v),
+                Expr::Literal(b) => match out.last_mut() {
+                    Some(Expr::Literal(prev)) => prev.extend_from_slice(&b),
+                    _ => out.push(Expr::Literal(b)),
+                },
+                p => out.push(p),
+            }
+        }
+        match out.len() {
+            0 => Expr::Empty,
+            1 => out.pop().unwrap_or(Expr::Empty),
+            _ => Expr::Concat(out),
+        }
+    }
+
+    /// Alternation, flattening nested alternations and dropping `Nothing`.
+    pub fn alt(parts: impl IntoIterator<Item = Expr>) -> Self {
+        let mut out: Vec<Expr> = Vec::new();
+        for p in parts {
+            match p {
+                Expr::Nothing => {}
+                Expr::Alt(v) => {
+                    for x in v {
+                        if !out.contains(&x) {
+                            out.push(x);
+                        }
+                    }
+                }
+                p => {
+                    if !out.contains(&p) {
+                        out.push(p)
+                    }
+                }
+            }
+        }
+        match out.len() {
+            0 => Expr::Nothing,
+            1 => out.pop().unwrap_or(Expr::Nothing),
+            _ => Expr::Alt(out),
+        }
+    }
+
+    pub fn repeat(expr: Expr, min: u32, max: Option<u32>) -> Self {
+        if let Some(m) = max {
+            if m < min {
+                return Expr::Nothing;
+            }
+            if m == 0 {
+                return Expr::Empty;
+            }
+        }
+        match expr {
+            Expr::Empty => Expr::Empty,
+            Expr::Nothing if min == 0 => Expr::Empty,
+            Expr::Nothing => Expr::Nothing,
+            e if min == 1 && max == Some(1) => e,
+            e => Expr::Repeat {
+                expr: Box::new(e),
+                min,
+                max,
+            },
+        }
+    }
+
+    pub fn opt(expr: Expr) -> Self {
+        Self::repeat(expr, 0, Some(1))
+    }
+
+    pub fn star(expr: Expr) -> Self {
+        Self::repeat(expr, 0, None)
+    }
+
+    pub fn and(parts: Vec<Expr>) -> Self {
+        if parts.contains(&Expr::Nothing) {
+            return Expr::Nothing;
+        }
+        let mut parts = parts;
+        parts.dedup();
+        match parts.len() {
+            0 => Expr::Empty,
+            1 => parts.pop().unwrap_or(Expr::Empty),
+            _ => Expr::And(parts),
+        }
+    }
+
+    pub fn shared(expr: Expr) -> Self {
+        match expr {
+            e @ (Expr::Empty
+            | Expr::Nothing
+            | Expr::Literal(_)
+            | Expr::Call(_)
+            | Expr::Shared(_)) => e,
+            e => Expr::Shared(Arc::new(e)),
+        }
+    }
+
+    /// True if this expression matches no string (structurally; `And` is not decided here).
+    pub fn is_nothing(&self) -> bool {
+        *self == Expr::Nothing
+    }
+
+    /// Number of nodes, counting shared subexpressions once per reference (an upper bound on
+    /// automaton size before sharing).
+    pub fn size(&self) -> usize {
+        match self {
+            Expr::Concat(v) | Expr::Alt(v) | Expr::And(v) => {
+                1 + v.iter().map(Expr::size).sum::<usize>()
+            }
+            Expr::Repeat { expr, .. } | Expr::Not(expr) => 1 + expr.size(),
+            Expr::Shared(_) => 1,
+            _ => 1,
+        }
+    }
+
+    /// True if the expression (not following calls) contains a rule call.
+    pub fn has_call(&self) -> bool {
+        match self {
+            Expr::Call(_) => true,
+            Expr::Concat(v) | Expr::Alt(v) | Expr::And(v) => v.iter().any(Expr::has_call),
+            Expr::Repeat { expr, .. } | Expr::Not(expr) => expr.has_call(),
+            Expr::Shared(e) => e.has_call(),
+            _ => false,
+        }
+    }
+}
+
+/// A named rule: its body is matched when the rule is called.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub name: String,
+    pub expr: Expr,
+}
+
+/// A set of rules and the one the whole output must match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grammar {
+    pub rules: Vec<Rule>,
+    pub start: RuleId,
+}
+
+impl Grammar {
+    /// A grammar of one rule.
+    pub fn single(expr: Expr) -> Self {
+        Self {
+            rules: vec![Rule {
+                name: "start".into(),
+                expr,
+            }],
+            start: RuleId(0),
+        }
+    }
+
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.0 as usize]
+    }
+}

@@ -1,0 +1,71 @@
+//! `format` values as regexes over the string value (anchored).
+
+const DIGIT2_LEAP: &str =
+    r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)";
+
+fn date() -> String {
+    format!(
+        r"(?:[0-9]{{4}}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|{DIGIT2_LEAP}-02-29)"
+    )
+}
+
+// A leap second (`:60`) is accepted only as 23:59:60 UTC; leap seconds written with other
+// offsets are refused (never accepting an invalid one matters more).
+const TIME: &str = r"(?:(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))|23:59:60(?:\.[0-9]+)?(?:[zZ]|[+-]00:00))";
+
+const DUR_TIME: &str = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)";
+
+const IPV4: &str = r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+
+const LABEL: &str = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+
+/// The regex for a known format, or `None` if the format is unknown.
+pub fn format_regex(name: &str) -> Option<String> {
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    Some(match name {
+        "date" => format!("^{}$", date()),
+        "time" => format!("^{TIME}$"),
+        "date-time" => format!("^{}[Tt]{TIME}$", date()),
+        "duration" => format!(
+            r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{DUR_TIME})?|{DUR_TIME}|[0-9]+W)$"
+        ),
+        "email" => {
+            let atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+            format!(r"^{atom}(?:\.{atom})*@{LABEL}(?:\.{LABEL})*$")
+        }
+        "hostname" => format!(r"^{LABEL}(?:\.{LABEL})*$"),
+        "ipv4" => format!("^{IPV4}$"),
+        "ipv6" => {
+            let ls32 = format!("(?:{h16}:{h16}|{IPV4})");
+            let alts = [
+                format!("(?:{h16}:){{6}}{ls32}"),
+                format!("::(?:{h16}:){{5}}{ls32}"),
+                format!("(?:{h16})?::(?:{h16}:){{4}}{ls32}"),
+                format!("(?:(?:{h16}:){{0,1}}{h16})?::(?:{h16}:){{3}}{ls32}"),
+                format!("(?:(?:{h16}:){{0,2}}{h16})?::(?:{h16}:){{2}}{ls32}"),
+                format!("(?:(?:{h16}:){{0,3}}{h16})?::{h16}:{ls32}"),
+                format!("(?:(?:{h16}:){{0,4}}{h16})?::{ls32}"),
+                format!("(?:(?:{h16}:){{0,5}}{h16})?::{h16}"),
+                format!("(?:(?:{h16}:){{0,6}}{h16})?::"),
+            ];
+            format!("^(?:{})$", alts.join("|"))
+        }
+        "uuid" => {
+            "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$".into()
+        }
+        "uri" => format!("^[A-Za-z][A-Za-z0-9+.-]*:{}$", uri_rest()),
+        "uri-reference" => format!("^(?:[A-Za-z][A-Za-z0-9+.-]*:)?{}$", uri_rest()),
+        _ => return None,
+    })
+}
+
+/// RFC 3986 hier-part, query and fragment (ASCII only, valid percent-encoding).
+fn uri_rest() -> String {
+    let pct = "%[0-9A-Fa-f]{2}";
+    let pchar = format!("(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|{pct})");
+    let userinfo = format!("(?:[A-Za-z0-9._~!$&'()*+,;=:-]|{pct})*");
+    let host = format!("(?:\\[[0-9A-Fa-f:.]+\\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|{pct})*)");
+    let authority = format!("//(?:{userinfo}@)?{host}(?::[0-9]*)?");
+    let tail = format!("(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?");
+    format!("(?:{authority}(?:/{pchar}*)*|/?(?:{pchar}+(?:/{pchar}*)*)?){tail}")
+}

@@ -1,0 +1,364 @@
+//! JSON building blocks: whitespace, strings (canonical escaping), numbers, literals, any value.
+
+use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
+use crate::GrammarError;
+use serde_json::Value;
+
+/// Whitespace allowed between JSON tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Whitespace {
+    /// No whitespace at all: `{"a":1}`.
+    Compact,
+    /// Up to `max` consecutive whitespace characters (space, tab, CR, LF) between tokens: enough
+    /// for pretty-printing, bounded so a small model cannot loop on blanks.
+    Flexible { max: u32 },
+    /// A custom regex for the whitespace between tokens (vLLM's `whitespace_pattern`).
+    Pattern(String),
+}
+
+impl Default for Whitespace {
+    fn default() -> Self {
+        Whitespace::Flexible { max: 20 }
+    }
+}
+
+/// Longest digit runs accepted in numbers: long enough for every `f64`/`u64` as serde_json and
+/// JavaScript print them, short enough that a model cannot emit digits forever.
+pub const MAX_INT_DIGITS: u32 = 20;
+pub const MAX_FRACTION_DIGITS: u32 = 20;
+pub const MAX_EXPONENT_DIGITS: u32 = 3;
+
+/// JSON syntax pieces under one whitespace policy.
+#[derive(Debug, Clone)]
+pub struct Json {
+    ws: Expr,
+}
+
+fn digits(min: u32, max: u32) -> Expr {
+    Expr::repeat(Expr::Bytes(vec![(b'0', b'9')]), min, Some(max))
+}
+
+/// Characters written raw inside a JSON string: everything but `"`, `\` and C0 controls.
+pub fn plain_chars() -> CharRanges {
+    CharRanges::new(vec![
+        ('\u{20}', '\u{21}'),
+        ('\u{23}', '\u{5B}'),
+        ('\u{5D}', char::MAX),
+    ])
+}
+
+/// The escape serde_json (and JavaScript) writes for a character that cannot appear raw.
+pub fn canonical_escape(c: char) -> Option<String> {
+    Some(match c {
+        '"' => "\\\"".into(),
+        '\\' => "\\\\".into(),
+        '\u{8}' => "\\b".into(),
+        '\u{c}' => "\\f".into(),
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        '\t' => "\\t".into(),
+        c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32),
+        _ => return None,
+    })
+}
+
+/// One character of `set`, as it appears inside a JSON string (raw, or its canonical escape).
+pub fn string_chars_of(set: &CharRanges) -> Expr {
+    let raw = set.intersect(&plain_chars());
+    let special = set.subtract(&plain_chars());
+    let mut alts = vec![Expr::chars(raw)];
+    for &(a, b) in special.ranges() {
+        for c in a..=b {
+            if let Some(e) = canonical_escape(c) {
+                alts.push(Expr::literal(e));
+            }
+        }
+    }
+    Expr::alt(alts)
+}
+
+/// Any character inside a JSON string, with every escape form JSON allows except lone
+/// surrogates (`\uD800`-`\uDFFF`), so that each alternative is exactly one character.
+pub fn any_string_char() -> Expr {
+    let hex = Expr::Bytes(vec![(b'0', b'9'), (b'a', b'f'), (b'A', b'F')]);
+    let hex4_non_surrogate = Expr::alt([
+        Expr::concat([
+            Expr::Bytes(vec![
+                (b'0', b'9'),
+                (b'a', b'c'),
+                (b'A', b'C'),
+                (b'e', b'f'),
+                (b'E', b'F'),
+            ]),
+            hex.clone(),
+            hex.clone(),
+            hex.clone(),
+        ]),
+        Expr::concat([
+            Expr::Bytes(vec![(b'd', b'd'), (b'D', b'D')]),
+            Expr::Bytes(vec![(b'0', b'7')]),
+            hex.clone(),
+            hex,
+        ]),
+    ]);
+    Expr::alt([
+        Expr::chars(plain_chars()),
+        Expr::concat([
+            Expr::literal("\\"),
+            Expr::alt([
+                Expr::Bytes(vec![
+                    (b'"', b'"'),
+                    (b'\\', b'\\'),
+                    (b'/', b'/'),
+                    (b'b', b'b'),
+                    (b'f', b'f'),
+                    (b'n', b'n'),
+                    (b'r', b'r'),
+                    (b't', b't'),
+                ]),
+                Expr::concat([Expr::literal("u"), hex4_non_surrogate]),
+            ]),
+        ]),
+    ])
+}
+
+impl Json {
+    pub fn new(ws: &Whitespace) -> Result<Self, GrammarError> {
+        let ws = match ws {
+            Whitespace::Compact => Expr::Empty,
+            Whitespace::Flexible { max } => Expr::repeat(
+                Expr::Bytes(vec![(b' ', b' '), (b'\t', b'\n'), (b'\r', b'\r')]),
+                0,
+                Some(*max),
+            ),
+            Whitespace::Pattern(p) => {
+                let e = crate::regex::regex_to_expr(p)
+                    .map_err(|e| GrammarError::InvalidWhitespace(e.to_string()))?;
+                Expr::shared(e)
+            }
+        };
+        Ok(Self { ws })
+    }
+
+    /// Whitespace between two tokens.
+    pub fn ws(&self) -> Expr {
+        self.ws.clone()
+    }
+
+    /// `"` content `"`.
+    pub fn quoted(&self, content: Expr) -> Expr {
+        Expr::concat([Expr::literal("\""), content, Expr::literal("\"")])
+    }
+
+    pub fn any_string(&self) -> Expr {
+        self.quoted(Expr::star(any_string_char()))
+    }
+
+    /// Numbers: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?` with bounded digit runs.
+    pub fn number(&self) -> Expr {
+        Expr::concat([
+            Expr::opt(Expr::literal("-")),
+            unsigned_int(),
+            Expr::opt(Expr::concat([
+                Expr::literal("."),
+                digits(1, MAX_FRACTION_DIGITS),
+            ])),
+            Expr::opt(exponent()),
+        ])
+    }
+
+    /// Integers, including the `N.0` form a float with zero fraction is printed in.
+    pub fn integer(&self) -> Expr {
+        Expr::concat([
+            Expr::opt(Expr::literal("-")),
+            unsigned_int(),
+            Expr::opt(Expr::literal(".0")),
+        ])
+    }
+
+    /// The canonical serialization of a JSON value (compact, keys in the value's order; `ws`
+    /// allowed between tokens).
+    pub fn literal_value(&self, v: &Value) -> Expr {
+        match v {
+            Value::Null | Value::Bool(_) => Expr::literal(v.to_string()),
+            Value::Number(n) => number_literal(n),
+            Value::String(s) => Expr::literal(serde_json::to_string(s).unwrap_or_default()),
+            Value::Array(items) => {
+                let mut parts = vec![Expr::literal("["), self.ws()];
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        parts.extend([self.ws(), Expr::literal(","), self.ws()]);
+                    }
+                    parts.push(self.literal_value(item));
+                }
+                parts.extend([self.ws(), Expr::literal("]")]);
+                Expr::concat(parts)
+            }
+            Value::Object(map) if map.len() > 1 && map.len() <= 4 => {
+                // Small objects: every key order (JSON objects are unordered).
+                let entries: Vec<(&String, &Value)> = map.iter().collect();
+                let mut alts = Vec::new();
+                permutations(entries.len(), &mut |order| {
+                    let m: serde_json::Map<String, Value> = order
+                        .iter()
+                        .map(|&i| (entries[i].0.clone(), entries[i].1.clone()))
+                        .collect();
+                    alts.push(self.object_literal(&m));
+                });
+                Expr::alt(alts)
+            }
+            Value::Object(map) => self.object_literal(map),
+        }
+    }
+
+    fn object_literal(&self, map: &serde_json::Map<String, Value>) -> Expr {
+        {
+            {
+                let mut parts = vec![Expr::literal("{"), self.ws()];
+                for (i, (k, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        parts.extend([self.ws(), Expr::literal(","), self.ws()]);
+                    }
+                    parts.push(Expr::literal(serde_json::to_string(k).unwrap_or_default()));
+                    parts.extend([self.ws(), Expr::literal(":"), self.ws()]);
+                    parts.push(self.literal_value(item));
+                }
+                parts.extend([self.ws(), Expr::literal("}")]);
+                Expr::concat(parts)
+            }
+        }
+    }
+
+    /// `[` items `]` with `ws` placed around separators.
+    pub fn array_of(&self, first_and_rest: Expr) -> Expr {
+        Expr::concat([
+            Expr::literal("["),
+            self.ws(),
+            first_and_rest,
+            self.ws(),
+            Expr::literal("]"),
+        ])
+    }
+
+    /// The body of an "any JSON value" rule that calls `value` for nested values.
+    pub fn any_value_body(&self, value: RuleId) -> Expr {
+        Expr::alt([
+            self.any_object_body(value),
+            self.any_array_body(value),
+            self.any_string(),
+            self.number(),
+            Expr::literal("true"),
+            Expr::literal("false"),
+            Expr::literal("null"),
+        ])
+    }
+
+    pub fn any_array_body(&self, value: RuleId) -> Expr {
+        let sep = Expr::concat([self.ws(), Expr::literal(","), self.ws()]);
+        self.array_of(Expr::opt(Expr::concat([
+            Expr::Call(value),
+            Expr::star(Expr::concat([sep, Expr::Call(value)])),
+        ])))
+    }
+
+    pub fn any_object_body(&self, value: RuleId) -> Expr {
+        let member = Expr::concat([
+            self.any_string(),
+            self.ws(),
+            Expr::literal(":"),
+            self.ws(),
+            Expr::Call(value),
+        ]);
+        let member = Expr::shared(member);
+        let sep = Expr::concat([self.ws(), Expr::literal(","), self.ws()]);
+        Expr::concat([
+            Expr::literal("{"),
+            self.ws(),
+            Expr::opt(Expr::concat([
+                member.clone(),
+                Expr::star(Expr::concat([sep, member])),
+            ])),
+            self.ws(),
+            Expr::literal("}"),
+        ])
+    }
+
+    /// A grammar for any JSON value, or any JSON object.
+    pub fn any_value_grammar(&self, object_only: bool) -> Grammar {
+        let value = RuleId(1);
+        let start = if object_only {
+            self.any_object_body(value)
+        } else {
+            Expr::Call(value)
+        };
+        Grammar {
+            rules: vec![
+                Rule {
+                    name: "start".into(),
+                    expr: start,
+                },
+                Rule {
+                    name: "value".into(),
+                    expr: self.any_value_body(value),
+                },
+            ],
+            start: RuleId(0),
+        }
+    }
+}
+
+/// Calls `f` with every permutation of `0..n`.
+fn permutations(n: usize, f: &mut dyn FnMut(&[usize])) {
+    fn go(cur: &mut Vec<usize>, used: &mut Vec<bool>, n: usize, f: &mut dyn FnMut(&[usize])) {
+        if cur.len() == n {
+            f(cur);
+            return;
+        }
+        for i in 0..n {
+            if !used[i] {
+                used[i] = true;
+                cur.push(i);
+                go(cur, used, n, f);
+                cur.pop();
+                used[i] = false;
+            }
+        }
+    }
+    go(&mut Vec::new(), &mut vec![false; n], n, f);
+}
+
+fn unsigned_int() -> Expr {
+    Expr::alt([
+        Expr::literal("0"),
+        Expr::concat([
+            Expr::Bytes(vec![(b'1', b'9')]),
+            digits(0, MAX_INT_DIGITS - 1),
+        ]),
+    ])
+}
+
+fn exponent() -> Expr {
+    Expr::concat([
+        Expr::Bytes(vec![(b'e', b'e'), (b'E', b'E')]),
+        Expr::opt(Expr::Bytes(vec![(b'+', b'+'), (b'-', b'-')])),
+        digits(1, MAX_EXPONENT_DIGITS),
+    ])
+}
+
+/// A number constant: its own text, plus the `N.0` spelling of an integral value and the
+/// integer spelling of an integral float, so `1` and `1.0` both match `const: 1`.
+pub fn number_literal(n: &serde_json::Number) -> Expr {
+    let text = n.to_string();
+    let mut alts = vec![Expr::literal(&text)];
+    if let Some(int) = text.strip_suffix(".0") {
+        alts.push(Expr::literal(int));
+    } else if n.is_i64() || n.is_u64() {
+        alts.push(Expr::literal(format!("{text}.0")));
+    }
+    if let Some(f) = n.as_f64() {
+        if f == 0.0 {
+            alts.extend(["0", "-0", "0.0", "-0.0"].map(Expr::literal));
+        }
+    }
+    Expr::alt(alts)
+}

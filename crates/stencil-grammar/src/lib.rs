@@ -1,0 +1,124 @@
+//! Constraint front end: JSON Schema, regex, choice and "any JSON" to a grammar IR.
+//!
+//! Everything a user can ask stencil to enforce is turned here into one [`Grammar`]: a set of
+//! rules whose bodies are regular expressions over bytes ([`Expr`]) that may call other rules
+//! (recursion: `$ref` cycles, nested "any JSON" values). The IR is pure data; the automaton
+//! layer (`stencil-mask`) compiles it into lazily built DFAs and token masks.
+//!
+//! Key types:
+//! - [`Expr`], [`Grammar`], [`RuleId`]: the IR.
+//! - [`Constraint`]: what the user asked for; [`compile`] turns it into a [`Grammar`].
+//! - [`Options`]: whitespace policy, format assertion, lenient mode, limits.
+//! - [`GrammarError`]: every refusal names the keyword and its JSON pointer.
+//!
+//! Design rules: an unsupported JSON Schema keyword is an error (or, with `lenient`, a warning
+//! that names it) — never silently ignored; output strings use one canonical escaping so that
+//! string lengths, patterns and enumerations are exact.
+
+mod error;
+mod expr;
+mod formats;
+mod json;
+mod matcher;
+mod numeric;
+mod regex;
+mod schema;
+
+pub use error::{GrammarError, Warning};
+pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId};
+pub use json::{Json, Whitespace};
+pub use matcher::matches;
+pub use regex::regex_to_expr;
+pub use schema::compile_schema;
+
+/// A constraint as the user states it.
+#[derive(Debug, Clone)]
+pub enum Constraint {
+    /// A JSON Schema (any draft's keywords, evaluated as 2020-12).
+    JsonSchema(serde_json::Value),
+    /// A regular expression (Rust `regex` syntax) the whole output must match.
+    Regex(String),
+    /// The output is exactly one of these strings.
+    Choice(Vec<String>),
+    /// Any JSON value.
+    AnyJson,
+    /// Any JSON object (OpenAI `json_object` mode).
+    AnyJsonObject,
+}
+
+/// How `format` keywords are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FormatMode {
+    /// Enforce the known formats (what a generator wants); unknown formats are an error.
+    #[default]
+    Assert,
+    /// Treat `format` as an annotation (the 2020-12 default vocabulary for validators).
+    Annotate,
+}
+
+/// Compiler options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Whitespace allowed between JSON tokens.
+    pub whitespace: Whitespace,
+    /// Downgrade unsupported keywords to warnings (the output may then be under-constrained).
+    pub lenient: bool,
+    /// `format` handling.
+    pub format: FormatMode,
+    /// Largest schema accepted, in bytes of its compact JSON text.
+    pub max_schema_bytes: usize,
+    /// Largest expression tree built (a guard against exponential `allOf`/`anyOf` expansion).
+    pub max_expr_nodes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            whitespace: Whitespace::default(),
+            lenient: false,
+            format: FormatMode::Assert,
+            max_schema_bytes: 4 << 20,
+            max_expr_nodes: 2_000_000,
+        }
+    }
+}
+
+/// A compiled grammar plus the warnings produced in lenient mode.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub grammar: Grammar,
+    pub warnings: Vec<Warning>,
+}
+
+/// Compiles any [`Constraint`] into a [`Grammar`].
+pub fn compile(constraint: &Constraint, options: &Options) -> Result<Compiled, GrammarError> {
+    let json = Json::new(&options.whitespace)?;
+    match constraint {
+        Constraint::JsonSchema(schema) => compile_schema(schema, options),
+        Constraint::Regex(re) => Ok(Compiled {
+            grammar: Grammar::single(regex_to_expr(re)?),
+            warnings: vec![],
+        }),
+        Constraint::Choice(choices) => {
+            if choices.is_empty() {
+                return Err(GrammarError::EmptyChoice);
+            }
+            let alts = choices
+                .iter()
+                .map(|c| Expr::literal(c.as_bytes()))
+                .collect();
+            Ok(Compiled {
+                grammar: Grammar::single(Expr::Alt(alts)),
+                warnings: vec![],
+            })
+        }
+        Constraint::AnyJson => Ok(Compiled {
+            grammar: json.any_value_grammar(false),
+            warnings: vec![],
+        }),
+        Constraint::AnyJsonObject => Ok(Compiled {
+            grammar: json.any_value_grammar(true),
+            warnings: vec![],
+        }),
+    }
+}

@@ -1,0 +1,1356 @@
+//! JSON Schema to [`Grammar`].
+//!
+//! A schema is compiled into one expression per JSON type ([`Parts`]); the applicators work on
+//! those parts: `anyOf` unions them, `oneOf` and `not` use complement and intersection (exact
+//! for parts without recursion), `allOf` and `$ref` with siblings merge schemas first
+//! ([`merge`]). A `$ref` is inlined unless it is re-entered while being compiled; then it
+//! becomes a rule and the re-entry a call, which is how recursive schemas stay finite.
+
+mod merge;
+mod refs;
+
+use crate::error::Warning;
+use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
+use crate::json::{any_string_char, Json};
+use crate::matcher::matches;
+use crate::numeric::{integer_range, multiple_of, number_range, Bound, Decimal};
+use crate::regex::pattern_to_string_content;
+use crate::{Compiled, FormatMode, GrammarError, Options};
+use merge::{is_validation, json_equal, merge, normalize, Obj, ANNOTATIONS, CONFLICT};
+use refs::Resolver;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// The JSON types, in the order of [`Parts`].
+const TYPES: [&str; 6] = ["null", "boolean", "number", "string", "array", "object"];
+const NULL: usize = 0;
+const BOOL: usize = 1;
+const NUMBER: usize = 2;
+const STRING: usize = 3;
+const ARRAY: usize = 4;
+const OBJECT: usize = 5;
+
+/// One expression per JSON type: the serializations of valid instances of that type.
+type Parts = [Expr; 6];
+
+fn nothing() -> Parts {
+    std::array::from_fn(|_| Expr::Nothing)
+}
+
+fn type_of(v: &Value) -> usize {
+    match v {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOL,
+        Value::Number(_) => NUMBER,
+        Value::String(_) => STRING,
+        Value::Array(_) => ARRAY,
+        Value::Object(_) => OBJECT,
+    }
+}
+
+/// Compiles a JSON Schema.
+pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, GrammarError> {
+    let size = schema.to_string().len();
+    if size > options.max_schema_bytes {
+        return Err(GrammarError::SchemaTooLarge {
+            given: size,
+            limit: options.max_schema_bytes,
+        });
+    }
+    let legacy_ref = schema
+        .get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| {
+            ["draft-04", "draft-06", "draft-07", "draft-03"]
+                .iter()
+                .any(|d| s.contains(d))
+        });
+    let mut c = Compiler {
+        resolver: Resolver::new(schema),
+        opts: options,
+        json: Json::new(&options.whitespace)?,
+        rules: vec![Rule {
+            name: "start".into(),
+            expr: Expr::Nothing,
+        }],
+        ref_rules: HashMap::new(),
+        inline_stack: Vec::new(),
+        any_rule: None,
+        warnings: Vec::new(),
+        legacy_ref,
+        nodes: 0,
+        depth: 0,
+    };
+    let start = c.schema_expr(schema, "#")?;
+    if start.is_nothing() {
+        return Err(GrammarError::Unsatisfiable {
+            pointer: "#".into(),
+        });
+    }
+    c.rules[0].expr = start;
+    Ok(Compiled {
+        grammar: Grammar {
+            rules: c.rules,
+            start: RuleId(0),
+        },
+        warnings: c.warnings,
+    })
+}
+
+struct Compiler<'a> {
+    resolver: Resolver<'a>,
+    opts: &'a Options,
+    json: Json,
+    rules: Vec<Rule>,
+    /// `$ref` target pointer -> rule, for targets re-entered while being compiled.
+    ref_rules: HashMap<String, RuleId>,
+    /// `$ref` targets being inlined right now (outermost first).
+    inline_stack: Vec<String>,
+    any_rule: Option<RuleId>,
+    warnings: Vec<Warning>,
+    /// Drafts before 2019-09: `$ref` replaces its sibling keywords.
+    legacy_ref: bool,
+    nodes: usize,
+    depth: usize,
+}
+
+fn alt_parts(p: Parts) -> Expr {
+    Expr::alt(p)
+}
+
+impl Compiler<'_> {
+    fn schema_expr(&mut self, v: &Value, ptr: &str) -> Result<Expr, GrammarError> {
+        let e = alt_parts(self.parts(v, ptr)?);
+        self.nodes += e.size();
+        if self.nodes > self.opts.max_expr_nodes {
+            return Err(GrammarError::TooLarge {
+                pointer: ptr.into(),
+                limit: self.opts.max_expr_nodes,
+            });
+        }
+        Ok(e)
+    }
+
+    fn refuse(&mut self, keyword: &str, ptr: &str, reason: &str) -> Result<(), GrammarError> {
+        if self.opts.lenient {
+            self.warnings.push(Warning {
+                keyword: keyword.into(),
+                pointer: ptr.into(),
+                reason: reason.into(),
+            });
+            Ok(())
+        } else {
+            Err(GrammarError::unsupported(keyword, ptr, reason))
+        }
+    }
+
+    fn any_rule(&mut self) -> RuleId {
+        if let Some(r) = self.any_rule {
+            return r;
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(Rule {
+            name: "any".into(),
+            expr: Expr::Nothing,
+        });
+        self.rules[id.0 as usize].expr = self.json.any_value_body(id);
+        self.any_rule = Some(id);
+        id
+    }
+
+    fn any_parts(&mut self) -> Parts {
+        let any = self.any_rule();
+        [
+            Expr::literal("null"),
+            Expr::alt([Expr::literal("true"), Expr::literal("false")]),
+            self.json.number(),
+            self.json.any_string(),
+            self.json.any_array_body(any),
+            self.json.any_object_body(any),
+        ]
+    }
+
+    fn parts(&mut self, v: &Value, ptr: &str) -> Result<Parts, GrammarError> {
+        self.depth += 1;
+        let r = if self.depth > 256 {
+            Err(GrammarError::invalid(
+                ptr,
+                "schema nested more than 256 levels deep",
+            ))
+        } else {
+            self.parts_inner(v, ptr)
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn parts_inner(&mut self, v: &Value, ptr: &str) -> Result<Parts, GrammarError> {
+        match v {
+            Value::Bool(true) => Ok(self.any_parts()),
+            Value::Bool(false) => Ok(nothing()),
+            Value::Object(m) => self.object_parts(m, ptr),
+            _ => Err(GrammarError::invalid(
+                ptr,
+                format!("a schema must be an object or a boolean, not {v}"),
+            )),
+        }
+    }
+
+    fn resolve(&self, reference: &Value, ptr: &str) -> Result<(&Value, String), GrammarError> {
+        let r = reference
+            .as_str()
+            .ok_or_else(|| GrammarError::invalid(ptr, "$ref must be a string"))?;
+        self.resolver
+            .resolve(r)
+            .ok_or_else(|| GrammarError::UnresolvedRef {
+                reference: r.into(),
+                pointer: ptr.into(),
+            })
+    }
+
+    /// A bare `$ref`: inline, or call a rule when re-entered (recursion).
+    fn ref_parts(&mut self, reference: &Value, ptr: &str) -> Result<Parts, GrammarError> {
+        let (target, tptr) = self.resolve(reference, ptr)?;
+        let target = target.clone();
+        if let Some(&rule) = self.ref_rules.get(&tptr) {
+            return Ok(self.call_parts(rule, &target, &tptr));
+        }
+        if self.inline_stack.contains(&tptr) {
+            let rule = RuleId(self.rules.len() as u32);
+            self.rules.push(Rule {
+                name: tptr.clone(),
+                expr: Expr::Nothing,
+            });
+            self.ref_rules.insert(tptr.clone(), rule);
+            let body = self.schema_expr(&target, &tptr)?;
+            if body.is_nothing() {
+                return Err(GrammarError::Unsatisfiable { pointer: tptr });
+            }
+            self.rules[rule.0 as usize].expr = body;
+            return Ok(self.call_parts(rule, &target, &tptr));
+        }
+        if self.inline_stack.len() > 64 {
+            return Err(GrammarError::invalid(ptr, "$ref chain deeper than 64"));
+        }
+        self.inline_stack.push(tptr.clone());
+        let out = self.parts(&target, &tptr);
+        self.inline_stack.pop();
+        out
+    }
+
+    /// A rule call, attributed to the types the target can have (so `oneOf`/`not` can still
+    /// reason about types around recursive references).
+    fn call_parts(&self, rule: RuleId, target: &Value, _ptr: &str) -> Parts {
+        let types = declared_types(target);
+        std::array::from_fn(|t| {
+            if types[t] {
+                Expr::Call(rule)
+            } else {
+                Expr::Nothing
+            }
+        })
+    }
+
+    fn object_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
+        let m = &normalize(m);
+        for key in ["$dynamicRef", "$recursiveRef"] {
+            if m.contains_key(key) {
+                self.refuse(key, ptr, "dynamic references are not supported")?;
+            }
+        }
+        // unevaluated*: exact only when this object's own keywords evaluate everything.
+        for key in ["unevaluatedProperties", "unevaluatedItems"] {
+            if m.contains_key(key)
+                && [
+                    "allOf",
+                    "anyOf",
+                    "oneOf",
+                    "not",
+                    "if",
+                    "then",
+                    "else",
+                    "$ref",
+                    "dependentSchemas",
+                    "dependencies",
+                    "contains",
+                ]
+                .iter()
+                .any(|k| m.contains_key(*k))
+            {
+                self.refuse(
+                    key,
+                    ptr,
+                    "unevaluated* next to applicators (allOf, anyOf, $ref, ...)",
+                )?;
+            }
+        }
+        // `$ref`, alone or with siblings.
+        if let Some(r) = m.get("$ref") {
+            let rest: Obj = m
+                .iter()
+                .filter(|(k, _)| *k != "$ref" && is_validation(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() || self.legacy_ref {
+                return self.ref_parts(r, ptr);
+            }
+            let (target, tptr) = self.resolve(r, ptr)?;
+            let target = target.clone();
+            if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+                // Recursive target with extra keywords: intersect with the call where the
+                // extra keywords are only annotations of the same types.
+                return Err(GrammarError::unsupported(
+                    "$ref",
+                    ptr,
+                    "a recursive $ref combined with sibling keywords",
+                ));
+            }
+            let merged = match &target {
+                Value::Bool(true) => Value::Object(rest),
+                Value::Bool(false) => return Ok(nothing()),
+                Value::Object(t) => {
+                    let mut t = t.clone();
+                    for k in ["$defs", "definitions"] {
+                        t.remove(k);
+                    }
+                    merge(&t, &rest, ptr)?
+                }
+                _ => {
+                    return Err(GrammarError::invalid(
+                        &tptr,
+                        "a schema must be an object or a boolean",
+                    ))
+                }
+            };
+            self.inline_stack.push(tptr);
+            let out = self.parts(&merged, ptr);
+            self.inline_stack.pop();
+            return out;
+        }
+        if let Some(all) = m.get("allOf") {
+            let list = all
+                .as_array()
+                .ok_or_else(|| GrammarError::invalid(ptr, "allOf must be an array"))?;
+            let mut acc = Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "allOf")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
+            // Branches that cannot be merged (two `oneOf`s, two `if`s) are compiled on their
+            // own and intersected type by type.
+            let mut separate: Vec<(Value, String)> = Vec::new();
+            for (i, branch) in list.iter().enumerate() {
+                let bptr = format!("{ptr}/allOf/{i}");
+                let branch = self.expand_ref(branch, &bptr)?;
+                acc = match (&acc, &branch) {
+                    (Value::Bool(false), _) | (_, Value::Bool(false)) => Value::Bool(false),
+                    (x, Value::Bool(true)) => x.clone(),
+                    (Value::Object(a), Value::Object(b)) => match merge(a, b, &bptr) {
+                        Ok(v) => v,
+                        Err(GrammarError::Unsupported { reason, .. }) if reason == CONFLICT => {
+                            separate.push((branch.clone(), bptr));
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    },
+                    _ => {
+                        return Err(GrammarError::invalid(
+                            &bptr,
+                            "a schema must be an object or a boolean",
+                        ))
+                    }
+                };
+            }
+            let mut out = self.parts(&acc, ptr)?;
+            for (branch, bptr) in separate {
+                let p = self.parts(&branch, &bptr)?;
+                for t in 0..6 {
+                    out[t] = match (&out[t], &p[t]) {
+                        (Expr::Nothing, _) | (_, Expr::Nothing) => Expr::Nothing,
+                        (x, y) if x == y => x.clone(),
+                        (x, y) if !x.has_call() && !y.has_call() => {
+                            Expr::and(vec![x.clone(), y.clone()])
+                        }
+                        _ => {
+                            return Err(GrammarError::unsupported(
+                                "allOf",
+                                &bptr,
+                                format!("intersecting recursive {} schemas", TYPES[t]),
+                            ))
+                        }
+                    };
+                }
+            }
+            return Ok(out);
+        }
+        let base = |skip: &[&str]| -> Obj {
+            m.iter()
+                .filter(|(k, _)| !skip.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        if let Some(any) = m.get("anyOf") {
+            let list = any
+                .as_array()
+                .ok_or_else(|| GrammarError::invalid(ptr, "anyOf must be an array"))?;
+            if list.is_empty() {
+                return Err(GrammarError::invalid(ptr, "anyOf must not be empty"));
+            }
+            let rest = base(&["anyOf"]);
+            let mut acc = nothing();
+            for (i, branch) in list.iter().enumerate() {
+                let bptr = format!("{ptr}/anyOf/{i}");
+                let p = self.branch_parts(&rest, branch, &bptr)?;
+                for t in 0..6 {
+                    acc[t] =
+                        Expr::alt([std::mem::replace(&mut acc[t], Expr::Nothing), p[t].clone()]);
+                }
+            }
+            return Ok(acc);
+        }
+        if let Some(one) = m.get("oneOf") {
+            let list = one
+                .as_array()
+                .ok_or_else(|| GrammarError::invalid(ptr, "oneOf must be an array"))?;
+            if list.is_empty() {
+                return Err(GrammarError::invalid(ptr, "oneOf must not be empty"));
+            }
+            let rest = base(&["oneOf"]);
+            let mut branches = Vec::new();
+            for (i, branch) in list.iter().enumerate() {
+                branches.push(self.branch_parts(&rest, branch, &format!("{ptr}/oneOf/{i}"))?);
+            }
+            let mut out = nothing();
+            for t in 0..6 {
+                let all: Vec<&Expr> = branches
+                    .iter()
+                    .map(|b| &b[t])
+                    .filter(|e| !e.is_nothing())
+                    .collect();
+                // A branch identical to another overlaps it completely: it never matches alone.
+                let live: Vec<&Expr> = all
+                    .iter()
+                    .filter(|e| all.iter().filter(|o| o == e).count() == 1)
+                    .copied()
+                    .collect();
+                out[t] = match live.len() {
+                    0 => Expr::Nothing,
+                    1 => live[0].clone(),
+                    _ if live.iter().any(|e| e.has_call()) => {
+                        return Err(GrammarError::unsupported(
+                            "oneOf",
+                            ptr,
+                            format!(
+                                "branches that may overlap on {} values and contain recursion",
+                                TYPES[t]
+                            ),
+                        ))
+                    }
+                    _ => Expr::alt((0..live.len()).map(|i| {
+                        let mut terms = vec![live[i].clone()];
+                        for (j, other) in live.iter().enumerate() {
+                            if j != i {
+                                terms.push(Expr::Not(Box::new((*other).clone())));
+                            }
+                        }
+                        Expr::and(terms)
+                    })),
+                };
+            }
+            return Ok(out);
+        }
+        if let Some(not) = m.get("not") {
+            let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
+            let negative = self.parts(not, &format!("{ptr}/not"))?;
+            return self.subtract(positive, negative, ptr, "not");
+        }
+        if m.contains_key("if") {
+            let (has_then, has_else) = (m.contains_key("then"), m.contains_key("else"));
+            let rest = base(&["if", "then", "else"]);
+            if !has_then && !has_else {
+                return self.parts(&Value::Object(rest), ptr);
+            }
+            let cond = m["if"].clone();
+            let then = m.get("then").cloned().unwrap_or(Value::Bool(true));
+            let els = m.get("else").cloned().unwrap_or(Value::Bool(true));
+            // (if and then) or (else and not if)
+            let with_then = self.branch_parts(
+                &rest,
+                &json!({"allOf": [cond, then]}),
+                &format!("{ptr}/then"),
+            )?;
+            let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
+            let cond_parts = self.parts(&cond, &format!("{ptr}/if"))?;
+            let else_only = self.subtract(with_else, cond_parts, ptr, "if")?;
+            return Ok(std::array::from_fn(|t| {
+                Expr::alt([with_then[t].clone(), else_only[t].clone()])
+            }));
+        }
+        // dependencies as anyOf: "key absent, or present with its requirements".
+        if let Some(deps) = m
+            .get("dependentRequired")
+            .or_else(|| m.get("dependencies"))
+            .or_else(|| m.get("dependentSchemas"))
+        {
+            let key = ["dependentRequired", "dependencies", "dependentSchemas"]
+                .into_iter()
+                .find(|k| m.contains_key(*k))
+                .unwrap_or("dependencies");
+            let deps = deps
+                .as_object()
+                .ok_or_else(|| GrammarError::invalid(ptr, format!("{key} must be an object")))?;
+            let mut acc = Value::Object(base(&[key]));
+            for (name, req) in deps {
+                let present = match req {
+                    Value::Array(list) => {
+                        let mut r = vec![json!(name)];
+                        r.extend(list.iter().cloned());
+                        json!({"required": r})
+                    }
+                    s => json!({"allOf": [{"required": [name]}, s]}),
+                };
+                let dep = json!({"anyOf": [{"properties": {name.clone(): false}}, present]});
+                acc = match (&acc, &dep) {
+                    (Value::Object(a), Value::Object(b)) => merge(a, b, ptr)?,
+                    _ => Value::Bool(false),
+                };
+            }
+            return self.parts(&acc, ptr);
+        }
+        self.typed_parts(m, ptr)
+    }
+
+    /// Resolves a `{"$ref": ...}` (with or without siblings) into a mergeable schema value.
+    fn expand_ref(&mut self, v: &Value, ptr: &str) -> Result<Value, GrammarError> {
+        let Some(m) = v.as_object() else {
+            return Ok(v.clone());
+        };
+        let Some(r) = m.get("$ref") else {
+            return Ok(v.clone());
+        };
+        let (target, tptr) = self.resolve(r, ptr)?;
+        if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+            return Err(GrammarError::unsupported(
+                "$ref",
+                ptr,
+                "a recursive $ref inside allOf",
+            ));
+        }
+        let target = target.clone();
+        self.inline_stack.push(tptr.clone());
+        let expanded = self.expand_ref(&target, &tptr);
+        self.inline_stack.pop();
+        let expanded = expanded?;
+        let rest: Obj = m
+            .iter()
+            .filter(|(k, _)| *k != "$ref")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match expanded {
+            Value::Object(mut t) => {
+                for k in ["$defs", "definitions"] {
+                    t.remove(k);
+                }
+                if rest.is_empty() || self.legacy_ref {
+                    Ok(Value::Object(t))
+                } else {
+                    merge(&t, &rest, ptr)
+                }
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn branch_parts(
+        &mut self,
+        rest: &Obj,
+        branch: &Value,
+        ptr: &str,
+    ) -> Result<Parts, GrammarError> {
+        let has_rest = rest.keys().any(|k| is_validation(k));
+        if !has_rest {
+            return self.parts(branch, ptr);
+        }
+        let branch = self.expand_ref(branch, ptr)?;
+        match branch {
+            Value::Bool(true) => self.parts(&Value::Object(rest.clone()), ptr),
+            Value::Bool(false) => Ok(nothing()),
+            Value::Object(b) => {
+                let merged = merge(rest, &b, ptr)?;
+                self.parts(&merged, ptr)
+            }
+            _ => Err(GrammarError::invalid(
+                ptr,
+                "a schema must be an object or a boolean",
+            )),
+        }
+    }
+
+    /// `positive` minus `negative`, type by type (exact where neither side recurses).
+    fn subtract(
+        &mut self,
+        positive: Parts,
+        negative: Parts,
+        ptr: &str,
+        keyword: &str,
+    ) -> Result<Parts, GrammarError> {
+        let mut out = nothing();
+        for t in 0..6 {
+            let (p, n) = (&positive[t], &negative[t]);
+            let any = self.any_parts();
+            out[t] = if p.is_nothing() || n.is_nothing() {
+                p.clone()
+            } else if p == n || *n == any[t] {
+                Expr::Nothing
+            } else if p.has_call() || n.has_call() {
+                self.refuse(
+                    keyword,
+                    ptr,
+                    &format!("negating a recursive schema for {} values", TYPES[t]),
+                )?;
+                p.clone()
+            } else {
+                Expr::and(vec![p.clone(), Expr::Not(Box::new(n.clone()))])
+            };
+        }
+        Ok(out)
+    }
+
+    /// A schema object without applicators: per-type keywords, then `enum`/`const`.
+    fn typed_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
+        let allowed = allowed_types(m, ptr)?;
+        let mut parts = nothing();
+        if allowed[NULL] {
+            parts[NULL] = Expr::literal("null");
+        }
+        if allowed[BOOL] {
+            parts[BOOL] = Expr::alt([Expr::literal("true"), Expr::literal("false")]);
+        }
+        if allowed[NUMBER] {
+            let integer_only = !type_list(m).is_empty() && !type_list(m).contains(&"number");
+            parts[NUMBER] = self.number(m, ptr, integer_only)?;
+        }
+        if allowed[STRING] {
+            let content = self.string_content(m, ptr)?;
+            parts[STRING] = self.json.quoted(content);
+        }
+        if allowed[ARRAY] {
+            parts[ARRAY] = self.array(m, ptr)?;
+        }
+        if allowed[OBJECT] {
+            parts[OBJECT] = self.object(m, ptr)?;
+        }
+        let values: Option<Vec<Value>> = match (m.get("enum"), m.get("const")) {
+            (Some(Value::Array(e)), None) => Some(e.clone()),
+            (Some(_), _) => return Err(GrammarError::invalid(ptr, "enum must be an array")),
+            (None, Some(c)) => Some(vec![c.clone()]),
+            (None, None) => None,
+        };
+        if let (Some(Value::Array(e)), Some(c)) = (m.get("enum"), m.get("const")) {
+            if !e.iter().any(|v| json_equal(v, c)) {
+                return Ok(nothing());
+            }
+        }
+        if let Some(values) = values {
+            let mut out = nothing();
+            for v in values {
+                let t = type_of(&v);
+                let text = serde_json::to_string(&v).unwrap_or_default();
+                if matches(&parts[t], &self.rules, text.as_bytes()) {
+                    out[t] = Expr::alt([
+                        std::mem::replace(&mut out[t], Expr::Nothing),
+                        self.json.literal_value(&v),
+                    ]);
+                }
+            }
+            return Ok(out);
+        }
+        Ok(parts)
+    }
+
+    fn number(&mut self, m: &Obj, ptr: &str, integer: bool) -> Result<Expr, GrammarError> {
+        let dec = |k: &str| -> Result<Option<Decimal>, GrammarError> {
+            match m.get(k) {
+                None => Ok(None),
+                Some(Value::Number(n)) => Decimal::parse(&n.to_string())
+                    .map(Some)
+                    .ok_or_else(|| GrammarError::invalid(ptr, format!("{k} is out of range"))),
+                Some(v) => Err(GrammarError::invalid(
+                    ptr,
+                    format!("{k} must be a number, not {v}"),
+                )),
+            }
+        };
+        let tighter = |a: Option<Bound>, b: Option<Bound>, lower: bool| -> Option<Bound> {
+            match (a, b) {
+                (None, x) | (x, None) => x,
+                (Some(x), Some(y)) => {
+                    use std::cmp::Ordering::*;
+                    let ord = x.0.cmp_value(&y.0);
+                    Some(match (ord, lower) {
+                        (Greater, true) | (Less, false) => x,
+                        (Less, true) | (Greater, false) => y,
+                        (Equal, _) => (x.0, x.1 || y.1),
+                    })
+                }
+            }
+        };
+        let lo = tighter(
+            dec("minimum")?.map(|d| (d, false)),
+            dec("exclusiveMinimum")?.map(|d| (d, true)),
+            true,
+        );
+        let hi = tighter(
+            dec("maximum")?.map(|d| (d, false)),
+            dec("exclusiveMaximum")?.map(|d| (d, true)),
+            false,
+        );
+        let step = dec("multipleOf")?;
+        if step.as_ref().is_some_and(|s| s.neg || s.is_zero()) {
+            return Err(GrammarError::invalid(
+                ptr,
+                "multipleOf must be greater than 0",
+            ));
+        }
+        let too_big = || GrammarError::unsupported("minimum", ptr, "numeric bounds beyond 1e38");
+        let base = if integer {
+            let l = match &lo {
+                Some((d, s)) => Some(d.ceil_int(*s).ok_or_else(too_big)?),
+                None => None,
+            };
+            let h = match &hi {
+                Some((d, s)) => Some(d.floor_int(*s).ok_or_else(too_big)?),
+                None => None,
+            };
+            if let (Some(l), Some(h)) = (l, h) {
+                if l > h {
+                    return Ok(Expr::Nothing);
+                }
+            }
+            if l.is_none() && h.is_none() {
+                self.json.integer()
+            } else {
+                integer_range(l, h)
+            }
+        } else if lo.is_none() && hi.is_none() {
+            self.json.number()
+        } else {
+            if let (Some((l, ls)), Some((h, hs))) = (&lo, &hi) {
+                use std::cmp::Ordering::*;
+                match l.cmp_value(h) {
+                    Greater => return Ok(Expr::Nothing),
+                    Equal if *ls || *hs => return Ok(Expr::Nothing),
+                    _ => {}
+                }
+            }
+            number_range(lo, hi).ok_or_else(too_big)?
+        };
+        match step {
+            None => Ok(base),
+            Some(step) => {
+                let dfa = multiple_of(&step).ok_or_else(|| {
+                    GrammarError::unsupported(
+                        "multipleOf",
+                        ptr,
+                        "multipleOf with more than 100000 residues",
+                    )
+                })?;
+                Ok(Expr::and(vec![base, dfa]))
+            }
+        }
+    }
+
+    /// The text between the quotes of a string valid under `m`'s string keywords.
+    fn string_content(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        let mut parts = Vec::new();
+        let count = |k: &str| -> Result<Option<u32>, GrammarError> {
+            match m.get(k) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .or_else(|| {
+                        v.as_f64()
+                            .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                            .map(|f| f as u64)
+                    })
+                    .map(|n| Some(n.min(u32::MAX as u64) as u32))
+                    .ok_or_else(|| {
+                        GrammarError::invalid(ptr, format!("{k} must be a non-negative integer"))
+                    }),
+            }
+        };
+        let (min, max) = (count("minLength")?.unwrap_or(0), count("maxLength")?);
+        if max.is_some_and(|x| x < min) {
+            return Ok(Expr::Nothing);
+        }
+        if min > 0 || max.is_some() {
+            parts.push(Expr::repeat(any_string_char(), min, max));
+        }
+        let patterns: Vec<Value> = match m.get("pattern") {
+            None => vec![],
+            Some(Value::Array(list)) => list.clone(),
+            Some(p) => vec![p.clone()],
+        };
+        for p in patterns {
+            let p = p
+                .as_str()
+                .ok_or_else(|| GrammarError::invalid(ptr, "pattern must be a string"))?;
+            parts.push(pattern_to_string_content(p, &format!("{ptr}/pattern"))?);
+        }
+        if let Some(f) = m.get("format") {
+            let f = f
+                .as_str()
+                .ok_or_else(|| GrammarError::invalid(ptr, "format must be a string"))?;
+            if self.opts.format == FormatMode::Assert {
+                match crate::formats::format_regex(f) {
+                    Some(re) => {
+                        parts.push(pattern_to_string_content(&re, &format!("{ptr}/format"))?);
+                        if f == "hostname" {
+                            // At most 253 characters, and no "--" in label positions 3-4:
+                            // IDN A-labels (xn--) cannot be validated by a regex, so they are
+                            // refused rather than accepted unchecked.
+                            parts.push(pattern_to_string_content("^.{1,253}$", ptr)?);
+                            let idn = pattern_to_string_content(r"^(?:[^.]*\.)*[^.]{2}--", ptr)?;
+                            parts.push(Expr::Not(Box::new(idn)));
+                        }
+                    }
+                    None => self.refuse("format", ptr, &format!("unknown format {f:?}"))?,
+                }
+            }
+        }
+        Ok(match parts.len() {
+            0 => Expr::star(any_string_char()),
+            _ => Expr::and(parts),
+        })
+    }
+
+    fn count(&self, m: &Obj, k: &str, ptr: &str) -> Result<Option<u32>, GrammarError> {
+        match m.get(k) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                        .map(|f| f as u64)
+                })
+                .map(|n| Some(n.min(u32::MAX as u64) as u32))
+                .ok_or_else(|| {
+                    GrammarError::invalid(ptr, format!("{k} must be a non-negative integer"))
+                }),
+        }
+    }
+
+    /// Wraps a large repeated subexpression in a rule so that repetitions share one copy.
+    fn share(&mut self, e: Expr, name: &str) -> Expr {
+        if e.size() > 64 {
+            let id = RuleId(self.rules.len() as u32);
+            self.rules.push(Rule {
+                name: name.into(),
+                expr: e,
+            });
+            Expr::Call(id)
+        } else {
+            Expr::shared(e)
+        }
+    }
+
+    fn array(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        for k in ["contains", "minContains", "maxContains"] {
+            if m.contains_key(k) {
+                self.refuse(k, ptr, "contains is not supported")?;
+            }
+        }
+        let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
+        let mut max = self.count(m, "maxItems", ptr)?;
+        if m.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
+            self.refuse(
+                "uniqueItems",
+                ptr,
+                "uniqueItems on arrays that may hold more than one item",
+            )?;
+        }
+        // Positional items, then the schema for the rest.
+        let (prefix, rest): (Vec<Value>, Value) = match (m.get("prefixItems"), m.get("items")) {
+            (Some(Value::Array(p)), items) => {
+                (p.clone(), items.cloned().unwrap_or(Value::Bool(true)))
+            }
+            (None, Some(Value::Array(p))) => (
+                p.clone(),
+                m.get("additionalItems")
+                    .cloned()
+                    .unwrap_or(Value::Bool(true)),
+            ),
+            (None, Some(items)) => (vec![], items.clone()),
+            (None, None) => (vec![], Value::Bool(true)),
+            (Some(_), _) => return Err(GrammarError::invalid(ptr, "prefixItems must be an array")),
+        };
+        let rest = match (&rest, m.get("unevaluatedItems")) {
+            (Value::Bool(true), Some(u))
+                if !m.contains_key("items") || m.contains_key("prefixItems") =>
+            {
+                u.clone()
+            }
+            _ => rest,
+        };
+        let mut elems = Vec::new();
+        for (i, p) in prefix.iter().enumerate() {
+            let e = self.schema_expr(p, &format!("{ptr}/prefixItems/{i}"))?;
+            if e.is_nothing() {
+                max = Some(max.map_or(i as u32, |x| x.min(i as u32)));
+                break;
+            }
+            elems.push(e);
+        }
+        let rest_expr = self.schema_expr(&rest, &format!("{ptr}/items"))?;
+        if rest_expr.is_nothing() {
+            let n = elems.len() as u32;
+            max = Some(max.map_or(n, |x| x.min(n)));
+        }
+        let max_items = max;
+        if max_items.is_some_and(|x| x < min) {
+            return Ok(Expr::Nothing);
+        }
+        let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
+        let rest_expr = if rest_expr.is_nothing() {
+            rest_expr
+        } else {
+            self.share(rest_expr, &format!("{ptr}/items"))
+        };
+        // tail(i): the items from position i on, given i items already written (i >= 1).
+        let p = elems.len() as u32;
+        let tail_rest = |from: u32| -> Expr {
+            let lo = min.saturating_sub(from);
+            let hi = max_items.map(|x| x.saturating_sub(from));
+            Expr::repeat(Expr::concat([sep.clone(), rest_expr.clone()]), lo, hi)
+        };
+        let mut tail = tail_rest(p.max(1));
+        for i in (1..p).rev() {
+            let more = if max_items.is_some_and(|x| i >= x) {
+                Expr::Nothing
+            } else {
+                Expr::concat([sep.clone(), elems[i as usize].clone(), tail])
+            };
+            tail = Expr::alt([if i >= min { Expr::Empty } else { Expr::Nothing }, more]);
+        }
+        let first = if p > 0 {
+            elems[0].clone()
+        } else {
+            rest_expr.clone()
+        };
+        let body = if max_items == Some(0) {
+            Expr::Empty
+        } else {
+            Expr::alt([
+                if min == 0 { Expr::Empty } else { Expr::Nothing },
+                Expr::concat([first, tail]),
+            ])
+        };
+        Ok(self.json.array_of(body))
+    }
+
+    fn object(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        let min = self.count(m, "minProperties", ptr)?.unwrap_or(0);
+        let max = self.count(m, "maxProperties", ptr)?;
+        if max.is_some_and(|x| x < min) {
+            return Ok(Expr::Nothing);
+        }
+        let empty = Obj::new();
+        let props = match m.get("properties") {
+            None => &empty,
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(GrammarError::invalid(ptr, "properties must be an object")),
+        };
+        let required: Vec<String> = match m.get("required") {
+            None => vec![],
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+            Some(_) => return Err(GrammarError::invalid(ptr, "required must be an array")),
+        };
+        let additional = match (
+            m.get("additionalProperties"),
+            m.get("unevaluatedProperties"),
+        ) {
+            (Some(a), _) => a.clone(),
+            (None, Some(u)) => u.clone(),
+            (None, None) => Value::Bool(true),
+        };
+        let patterns: Vec<(String, Value)> = match m.get("patternProperties") {
+            None => vec![],
+            Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => {
+                return Err(GrammarError::invalid(
+                    ptr,
+                    "patternProperties must be an object",
+                ))
+            }
+        };
+        if patterns.len() > 4 {
+            self.refuse("patternProperties", ptr, "more than 4 patterns")?;
+        }
+        let mut pattern_contents = Vec::new();
+        for (p, _) in &patterns {
+            pattern_contents.push(pattern_to_string_content(
+                p,
+                &format!("{ptr}/patternProperties"),
+            )?);
+        }
+        let names_content = match m.get("propertyNames") {
+            None | Some(Value::Bool(true)) => None,
+            Some(Value::Bool(false)) => Some(Expr::Nothing),
+            Some(Value::Object(pn)) => {
+                Some(self.property_names(pn, &format!("{ptr}/propertyNames"))?)
+            }
+            Some(_) => return Err(GrammarError::invalid(ptr, "propertyNames must be a schema")),
+        };
+        // Declared properties, then required names that are not declared.
+        let mut declared: Vec<(String, Value)> =
+            props.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for r in &required {
+            if !props.contains_key(r) {
+                declared.push((r.clone(), additional.clone()));
+            }
+        }
+        let mut members = Vec::new();
+        for (name, schema) in &declared {
+            let quoted = serde_json::to_string(name).unwrap_or_default();
+            let content = &quoted.as_bytes()[1..quoted.len() - 1];
+            // A declared name that matches patterns must satisfy those schemas too.
+            let mut schema = schema.clone();
+            let from_props = props.contains_key(name);
+            for (i, (_, ps)) in patterns.iter().enumerate() {
+                if matches(&pattern_contents[i], &self.rules, content) {
+                    schema = json!({"allOf": [schema, ps]});
+                    if !from_props {
+                        schema = ps.clone();
+                    }
+                }
+            }
+            if !from_props
+                && !patterns.is_empty()
+                && patterns
+                    .iter()
+                    .enumerate()
+                    .any(|(i, _)| matches(&pattern_contents[i], &self.rules, content))
+            {
+                // Undeclared but required and matched by a pattern: pattern schemas only.
+                let matched: Vec<Value> = patterns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| matches(&pattern_contents[*i], &self.rules, content))
+                    .map(|(_, (_, s))| s.clone())
+                    .collect();
+                schema = json!({"allOf": matched});
+            }
+            let name_ok = names_content
+                .as_ref()
+                .is_none_or(|nc| matches(nc, &self.rules, content));
+            let vptr = format!(
+                "{ptr}/properties/{}",
+                name.replace('~', "~0").replace('/', "~1")
+            );
+            let value = if name_ok {
+                self.schema_expr(&schema, &vptr)?
+            } else {
+                Expr::Nothing
+            };
+            let is_required = required.contains(name);
+            if value.is_nothing() {
+                if is_required {
+                    return Ok(Expr::Nothing);
+                }
+                continue;
+            }
+            let member = Expr::concat([
+                Expr::literal(quoted.as_bytes()),
+                self.json.ws(),
+                Expr::literal(":"),
+                self.json.ws(),
+                value,
+            ]);
+            members.push((member, is_required));
+        }
+        // Members not declared: keys matching patterns, then the rest under additionalProperties.
+        let declared_names = Expr::alt(declared.iter().map(|(n, _)| {
+            let q = serde_json::to_string(n).unwrap_or_default();
+            Expr::literal(&q.as_bytes()[1..q.len() - 1])
+        }));
+        let any_key = Expr::star(any_string_char());
+        let mut extra_members = Vec::new();
+        let n = patterns.len();
+        let mut regions: Vec<(Vec<usize>, Value)> = Vec::new();
+        for mask in 1..(1usize << n) {
+            let inside: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+            let schema = if inside.len() == 1 {
+                patterns[inside[0]].1.clone()
+            } else {
+                json!({"allOf": inside.iter().map(|&i| patterns[i].1.clone()).collect::<Vec<_>>()})
+            };
+            regions.push((inside, schema));
+        }
+        regions.push((vec![], additional.clone()));
+        for (inside, schema) in regions {
+            let vptr = if inside.is_empty() {
+                format!("{ptr}/additionalProperties")
+            } else {
+                format!("{ptr}/patternProperties")
+            };
+            let value = self.schema_expr(&schema, &vptr)?;
+            if value.is_nothing() {
+                continue;
+            }
+            let mut key_parts = vec![any_key.clone()];
+            for (i, content) in pattern_contents.iter().enumerate() {
+                if inside.contains(&i) {
+                    key_parts.push(content.clone());
+                } else {
+                    key_parts.push(Expr::Not(Box::new(content.clone())));
+                }
+            }
+            if !declared.is_empty() {
+                key_parts.push(Expr::Not(Box::new(declared_names.clone())));
+            }
+            if let Some(nc) = &names_content {
+                key_parts.push(nc.clone());
+            }
+            let key = if key_parts.len() == 1 {
+                any_key.clone()
+            } else {
+                Expr::and(key_parts)
+            };
+            let value = self.share(value, &vptr);
+            extra_members.push(Expr::concat([
+                self.json.quoted(key),
+                self.json.ws(),
+                Expr::literal(":"),
+                self.json.ws(),
+                value,
+            ]));
+        }
+        let extra = Expr::shared(Expr::alt(extra_members));
+        let body = ObjectBody {
+            members: &members,
+            extra: &extra,
+            sep: Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]),
+            min,
+            max,
+            counted: min > 0 || max.is_some(),
+            memo: HashMap::new(),
+        }
+        .build();
+        Ok(Expr::concat([
+            Expr::literal("{"),
+            self.json.ws(),
+            body,
+            self.json.ws(),
+            Expr::literal("}"),
+        ]))
+    }
+
+    /// The content of property names allowed by a `propertyNames` schema.
+    fn property_names(&mut self, pn: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        let string = Value::Object(pn.clone());
+        let parts = self.parts(&string, ptr)?;
+        // Strip the quotes: compile the string part's content directly for the common keywords.
+        if parts[STRING].is_nothing() {
+            return Ok(Expr::Nothing);
+        }
+        let simple = pn.keys().all(|k| {
+            !is_validation(k)
+                || [
+                    "type",
+                    "minLength",
+                    "maxLength",
+                    "pattern",
+                    "format",
+                    "enum",
+                    "const",
+                ]
+                .contains(&k.as_str())
+        });
+        if !simple {
+            self.refuse(
+                "propertyNames",
+                ptr,
+                "only string keywords, enum and const are supported here",
+            )?;
+            return Ok(Expr::star(any_string_char()));
+        }
+        let values: Option<Vec<Value>> = pn
+            .get("enum")
+            .and_then(Value::as_array)
+            .cloned()
+            .or_else(|| pn.get("const").map(|c| vec![c.clone()]));
+        let content = self.string_content(pn, ptr)?;
+        Ok(match values {
+            Some(vs) => Expr::alt(vs.iter().filter_map(|v| {
+                let s = v.as_str()?;
+                let q = serde_json::to_string(s).ok()?;
+                let c = q.as_bytes()[1..q.len() - 1].to_vec();
+                matches(&content, &self.rules, &c).then(|| Expr::literal(c))
+            })),
+            None => content,
+        })
+    }
+}
+
+/// Builds the members of an object in schema order: declared properties (optional ones may be
+/// skipped), then any number of extra members, with an optional count of members.
+struct ObjectBody<'a> {
+    members: &'a [(Expr, bool)],
+    extra: &'a Expr,
+    sep: Expr,
+    min: u32,
+    max: Option<u32>,
+    counted: bool,
+    memo: HashMap<(usize, u32, bool), Expr>,
+}
+
+impl ObjectBody<'_> {
+    fn build(mut self) -> Expr {
+        self.at(0, 0, true)
+    }
+
+    /// Members from declared index `i` on, `c` members written so far, `first` if none yet.
+    fn at(&mut self, i: usize, c: u32, first: bool) -> Expr {
+        let c = if self.counted { c } else { 0 };
+        if let Some(e) = self.memo.get(&(i, c, first)) {
+            return e.clone();
+        }
+        let e = if i == self.members.len() {
+            self.extras(c, first)
+        } else {
+            let (member, required) = &self.members[i];
+            let take = if self.counted && self.max.is_some_and(|m| c + 1 > m) {
+                Expr::Nothing
+            } else {
+                let next = self.at(i + 1, c + 1, false);
+                Expr::concat([
+                    if first { Expr::Empty } else { self.sep.clone() },
+                    member.clone(),
+                    next,
+                ])
+            };
+            let skip = if *required {
+                Expr::Nothing
+            } else {
+                self.at(i + 1, c, first)
+            };
+            Expr::alt([take, skip])
+        };
+        let e = Expr::shared(e);
+        self.memo.insert((i, c, first), e.clone());
+        e
+    }
+
+    fn extras(&self, c: u32, first: bool) -> Expr {
+        let lo = if self.counted {
+            self.min.saturating_sub(c)
+        } else {
+            0
+        };
+        let hi = if self.counted {
+            self.max.map(|m| m.saturating_sub(c))
+        } else {
+            None
+        };
+        if self.extra.is_nothing() || matches!(self.extra, Expr::Shared(e) if e.is_nothing()) {
+            return if lo == 0 { Expr::Empty } else { Expr::Nothing };
+        }
+        let with_sep = Expr::concat([self.sep.clone(), self.extra.clone()]);
+        if first {
+            let rest = Expr::repeat(
+                with_sep,
+                lo.saturating_sub(1),
+                hi.map(|h| h.saturating_sub(1)),
+            );
+            let some = if hi == Some(0) {
+                Expr::Nothing
+            } else {
+                Expr::concat([self.extra.clone(), rest])
+            };
+            Expr::alt([if lo == 0 { Expr::Empty } else { Expr::Nothing }, some])
+        } else {
+            Expr::repeat(with_sep, lo, hi)
+        }
+    }
+}
+
+fn type_list(m: &Obj) -> Vec<&str> {
+    match m.get("type") {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    }
+}
+
+fn allowed_types(m: &Obj, ptr: &str) -> Result<[bool; 6], GrammarError> {
+    let Some(t) = m.get("type") else {
+        return Ok([true; 6]);
+    };
+    let names: Vec<&str> = match t {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .ok_or_else(|| GrammarError::invalid(ptr, "type entries must be strings"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(GrammarError::invalid(
+                ptr,
+                "type must be a string or an array",
+            ))
+        }
+    };
+    let mut out = [false; 6];
+    for n in names {
+        let i = match n {
+            "integer" => NUMBER,
+            n => TYPES
+                .iter()
+                .position(|t| *t == n)
+                .ok_or_else(|| GrammarError::invalid(ptr, format!("unknown type {n:?}")))?,
+        };
+        out[i] = true;
+    }
+    Ok(out)
+}
+
+/// The types a schema can possibly have, from `type`, `const`/`enum` (for call attribution).
+fn declared_types(v: &Value) -> [bool; 6] {
+    match v {
+        Value::Object(m) => {
+            if let Ok(t) = allowed_types(m, "") {
+                if m.contains_key("type") {
+                    return t;
+                }
+            }
+            if let Some(c) = m.get("const") {
+                let mut o = [false; 6];
+                o[type_of(c)] = true;
+                return o;
+            }
+            if let Some(Value::Array(e)) = m.get("enum") {
+                let mut o = [false; 6];
+                for x in e {
+                    o[type_of(x)] = true;
+                }
+                return o;
+            }
+            [true; 6]
+        }
+        Value::Bool(false) => [false; 6],
+        _ => [true; 6],
+    }
+}
+
+#[allow(dead_code)]
+fn unused(_: CharRanges) {}
+
+#[allow(dead_code)]
+const _ANN: &[&str] = ANNOTATIONS;

@@ -1,0 +1,408 @@
+//! [`Matcher`]: the per-request parse state and the mask computation.
+
+use crate::constraint::{Constraint, Inner, Limits};
+use crate::dfa::{LazyDfa, DEAD};
+use crate::{MaskError, TokenSet, TokenTrie};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+const NONE: u32 = u32::MAX;
+
+/// One live parse: the current DFA state and the stack of return states below it (an index
+/// into the matcher's stack arena, `NONE` at top level).
+type Config = (u32, u32);
+type Configs = SmallVec<[Config; 2]>;
+
+/// Per-request matcher: where the output is in the grammar, and which tokens may come next.
+///
+/// Cheap to clone (the compiled [`Constraint`] is shared). Every method that can fail returns a
+/// [`MaskError`]; a refused token leaves the matcher unchanged.
+#[derive(Clone)]
+pub struct Matcher {
+    constraint: Arc<Constraint>,
+    configs: Configs,
+    /// Stack nodes: (state to resume in, parent node).
+    arena: Vec<(u32, u32)>,
+    history: Vec<Configs>,
+    /// Set once an end-of-sequence token was committed.
+    finished: bool,
+}
+
+impl std::fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matcher")
+            .field("parses", &self.configs.len())
+            .field("tokens", &self.history.len())
+            .field("finished", &self.finished)
+            .finish()
+    }
+}
+
+/// Stepping context: the automaton, the stack arena and the limits.
+struct Stepper<'a> {
+    dfa: &'a mut LazyDfa,
+    arena: &'a mut Vec<(u32, u32)>,
+    limits: &'a Limits,
+}
+
+impl Stepper<'_> {
+    fn same_stack(&self, mut a: u32, mut b: u32) -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            if a == NONE || b == NONE {
+                return false;
+            }
+            let (x, y) = (self.arena[a as usize], self.arena[b as usize]);
+            if x.0 != y.0 {
+                return false;
+            }
+            a = x.1;
+            b = y.1;
+        }
+    }
+
+    fn push_unique(&self, out: &mut Configs, c: Config) -> Result<(), MaskError> {
+        if out.iter().any(|&o| o.0 == c.0 && self.same_stack(o.1, c.1)) {
+            return Ok(());
+        }
+        if out.len() >= self.limits.max_parses {
+            return Err(MaskError::TooAmbiguous {
+                given: out.len() + 1,
+                limit: self.limits.max_parses,
+            });
+        }
+        out.push(c);
+        Ok(())
+    }
+
+    /// All configurations after byte `b` from `c`; `direct` allows the plain byte move (the
+    /// local walk has already covered it when false).
+    fn step(
+        &mut self,
+        c: Config,
+        b: u8,
+        out: &mut Configs,
+        direct: bool,
+        depth: usize,
+    ) -> Result<(), MaskError> {
+        if depth > self.limits.max_call_depth {
+            return Err(MaskError::TooDeep {
+                limit: self.limits.max_call_depth,
+            });
+        }
+        let (s, parent) = c;
+        if direct {
+            let t = self.dfa.next(s, b)?;
+            if t != DEAD {
+                self.push_unique(out, (t, parent))?;
+            }
+        }
+        if self.dfa.has_calls(s) {
+            let calls: SmallVec<[(u32, u32); 4]> = self.dfa.calls(s)?.iter().copied().collect();
+            for (start, ret) in calls {
+                self.arena.push((ret, parent));
+                let node = self.arena.len() as u32 - 1;
+                self.step((start, node), b, out, true, depth + 1)?;
+            }
+        }
+        if self.dfa.accepting(s) && parent != NONE {
+            let up = self.arena[parent as usize];
+            self.step(up, b, out, true, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    fn step_all(&mut self, from: &Configs, b: u8, out: &mut Configs) -> Result<(), MaskError> {
+        out.clear();
+        for &c in from {
+            self.step(c, b, out, true, 0)?;
+        }
+        Ok(())
+    }
+
+    fn can_finish(&self, c: Config) -> bool {
+        let (mut s, mut p) = c;
+        loop {
+            if !self.dfa.accepting(s) {
+                return false;
+            }
+            if p == NONE {
+                return true;
+            }
+            (s, p) = self.arena[p as usize];
+        }
+    }
+
+    /// Walks the subtree below trie node `at`, where `c` stands after the node's bytes, taking
+    /// only rule calls and returns for the first byte.
+    fn context_walk(
+        &mut self,
+        trie: &TokenTrie,
+        at: u32,
+        c: Config,
+        out: &mut TokenSet,
+    ) -> Result<(), MaskError> {
+        let nodes = &trie.nodes;
+        let end = nodes[at as usize].subtree_end as usize;
+        let mut levels: Vec<(u32, Configs)> = Vec::new();
+        let mut i = at as usize + 1;
+        let mut next = Configs::new();
+        while i < end {
+            while let Some((e, _)) = levels.last() {
+                if *e as usize <= i {
+                    levels.pop();
+                } else {
+                    break;
+                }
+            }
+            let node = nodes[i];
+            next.clear();
+            match levels.last() {
+                None => self.step(c, node.byte, &mut next, false, 0)?,
+                Some((_, parents)) => {
+                    let parents = parents.clone();
+                    for &p in &parents {
+                        self.step(p, node.byte, &mut next, true, 0)?;
+                    }
+                }
+            }
+            if next.is_empty() {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            for &tok in trie.node_tokens(i) {
+                out.insert(tok);
+            }
+            levels.push((node.subtree_end, next.clone()));
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Matcher {
+    pub(crate) fn new(constraint: Arc<Constraint>) -> Result<Self, MaskError> {
+        let start = {
+            let mut inner = constraint.lock();
+            let r = inner.dfa.start_rule();
+            inner.dfa.rule_start(r)?
+        };
+        let mut configs = Configs::new();
+        configs.push((start, NONE));
+        Ok(Self {
+            constraint,
+            configs,
+            arena: Vec::new(),
+            history: Vec::new(),
+            finished: false,
+        })
+    }
+
+    pub fn constraint(&self) -> &Arc<Constraint> {
+        &self.constraint
+    }
+
+    /// Number of tokens committed.
+    pub fn num_tokens(&self) -> usize {
+        self.history.len()
+    }
+
+    /// True once an end-of-sequence token has been committed.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Fills `mask` with the tokens allowed next (end-of-sequence ids iff the output is
+    /// complete). `mask` must have the vocabulary's size.
+    pub fn compute_mask(&mut self, mask: &mut TokenSet) -> Result<(), MaskError> {
+        let constraint = self.constraint.clone();
+        let trie = &constraint.trie;
+        let mut guard = constraint.lock();
+        let inner: &mut Inner = &mut guard;
+        if self.finished {
+            mask.clear();
+            return Ok(());
+        }
+        let arena_len = self.arena.len();
+        let result = (|| {
+            let mut first = true;
+            let mut accept = false;
+            for &c in &self.configs {
+                let local = inner.local(c.0, trie, &constraint.limits)?;
+                if first {
+                    mask.copy_from(&local.tokens);
+                    first = false;
+                } else {
+                    mask.union_with(&local.tokens);
+                }
+                let mut st = Stepper {
+                    dfa: &mut inner.dfa,
+                    arena: &mut self.arena,
+                    limits: &constraint.limits,
+                };
+                for &(node, s) in &local.exits {
+                    st.context_walk(trie, node, (s, c.1), mask)?;
+                }
+                accept |= st.can_finish(c);
+            }
+            if first {
+                mask.clear();
+            }
+            if accept {
+                for &e in trie.eos_ids() {
+                    mask.insert(e);
+                }
+            }
+            Ok(())
+        })();
+        self.arena.truncate(arena_len);
+        result
+    }
+
+    /// True if the output so far is a complete match (end-of-sequence allowed).
+    pub fn is_accepting(&self) -> bool {
+        if self.finished {
+            return true;
+        }
+        let mut guard = self.constraint.lock();
+        let inner: &mut Inner = &mut guard;
+        let mut arena = self.arena.clone();
+        let st = Stepper {
+            dfa: &mut inner.dfa,
+            arena: &mut arena,
+            limits: &self.constraint.limits,
+        };
+        self.configs.iter().any(|&c| st.can_finish(c))
+    }
+
+    /// Advances over `token`. A token the constraint forbids is an error and changes nothing.
+    pub fn commit(&mut self, token: u32) -> Result<(), MaskError> {
+        let trie = self.constraint.trie.clone();
+        if token as usize >= trie.vocab_size() {
+            return Err(MaskError::UnknownToken {
+                token,
+                vocab: trie.vocab_size(),
+            });
+        }
+        if self.finished {
+            return Err(MaskError::TokenNotAllowed { token });
+        }
+        if trie.eos_ids().contains(&token) {
+            if !self.is_accepting() {
+                return Err(MaskError::TokenNotAllowed { token });
+            }
+            self.history.push(self.configs.clone());
+            self.finished = true;
+            return Ok(());
+        }
+        let bytes = trie.token_bytes(token);
+        if bytes.is_empty() {
+            return Err(MaskError::TokenNotAllowed { token });
+        }
+        let next = self.advance(bytes)?;
+        if next.is_empty() {
+            return Err(MaskError::TokenNotAllowed { token });
+        }
+        self.history
+            .push(std::mem::replace(&mut self.configs, next));
+        Ok(())
+    }
+
+    /// The configurations after `bytes` (empty if the bytes are not allowed). Stack nodes
+    /// created on the way stay in the arena (a refused token leaves harmless garbage).
+    fn advance(&mut self, bytes: &[u8]) -> Result<Configs, MaskError> {
+        let constraint = self.constraint.clone();
+        let mut guard = constraint.lock();
+        let inner: &mut Inner = &mut guard;
+        let mut st = Stepper {
+            dfa: &mut inner.dfa,
+            arena: &mut self.arena,
+            limits: &constraint.limits,
+        };
+        let mut cur = self.configs.clone();
+        let mut next = Configs::new();
+        for &b in bytes {
+            st.step_all(&cur, b, &mut next)?;
+            if next.is_empty() {
+                return Ok(next);
+            }
+            std::mem::swap(&mut cur, &mut next);
+        }
+        Ok(cur)
+    }
+
+    /// True if the bytes can be appended (without committing them).
+    pub fn allows_bytes(&mut self, bytes: &[u8]) -> Result<bool, MaskError> {
+        let len = self.arena.len();
+        let r = self.advance(bytes).map(|c| !c.is_empty());
+        self.arena.truncate(len);
+        r
+    }
+
+    /// Undoes the last `n` committed tokens (for speculative decoding).
+    pub fn rollback(&mut self, n: usize) -> Result<(), MaskError> {
+        if n > self.history.len() {
+            return Err(MaskError::RollbackTooFar {
+                requested: n,
+                available: self.history.len(),
+            });
+        }
+        for _ in 0..n {
+            if let Some(c) = self.history.pop() {
+                self.configs = c;
+            }
+        }
+        if n > 0 {
+            self.finished = false;
+        }
+        Ok(())
+    }
+
+    /// The bytes that must come next whatever is sampled: the longest run where exactly one
+    /// byte is allowed and the output cannot end. Nothing is committed.
+    pub fn forced_bytes(&mut self) -> Result<Vec<u8>, MaskError> {
+        let constraint = self.constraint.clone();
+        let mut guard = constraint.lock();
+        let inner: &mut Inner = &mut guard;
+        let arena_len = self.arena.len();
+        let mut st = Stepper {
+            dfa: &mut inner.dfa,
+            arena: &mut self.arena,
+            limits: &constraint.limits,
+        };
+        let mut out = Vec::new();
+        let mut cur = self.configs.clone();
+        let mut next = Configs::new();
+        let result = (|| {
+            while out.len() < 4096 && !self.finished {
+                if cur.iter().any(|&c| st.can_finish(c)) {
+                    break;
+                }
+                let mut only: Option<(u8, Configs)> = None;
+                let mut count = 0;
+                for b in 0..=255u8 {
+                    st.step_all(&cur, b, &mut next)?;
+                    if !next.is_empty() {
+                        count += 1;
+                        if count > 1 {
+                            break;
+                        }
+                        only = Some((b, next.clone()));
+                    }
+                }
+                match (count, only) {
+                    (1, Some((b, c))) => {
+                        out.push(b);
+                        cur = c;
+                    }
+                    _ => break,
+                }
+            }
+            Ok(())
+        })();
+        self.arena.truncate(arena_len);
+        result.map(|_| out)
+    }
+}
