@@ -1,0 +1,81 @@
+//! Refusals name the keyword and its JSON pointer; lenient mode turns them into warnings.
+
+use serde_json::json;
+use stencil_grammar::{compile_schema, GrammarError, Options};
+
+#[test]
+fn unsupported_keyword_names_pointer() {
+    let schema = json!({"type": "object", "properties": {"tags": {"type": "array", "contains": {"const": 1}}}});
+    match compile_schema(&schema, &Options::default()) {
+        Err(GrammarError::Unsupported {
+            keyword, pointer, ..
+        }) => {
+            assert_eq!(keyword, "contains");
+            assert_eq!(pointer, "#/properties/tags");
+        }
+        other => panic!("expected an Unsupported error, got {other:?}"),
+    }
+    let lenient = Options {
+        lenient: true,
+        ..Options::default()
+    };
+    let c = compile_schema(&schema, &lenient).expect("lenient compiles");
+    assert_eq!(c.warnings.len(), 1);
+    assert!(c.warnings[0].to_string().contains("contains"));
+}
+
+#[test]
+fn invalid_schemas_are_clear_errors() {
+    let cases = [
+        (json!({"$ref": "#/$defs/missing"}), "cannot resolve $ref"),
+        (json!({"type": "string", "pattern": "a(b"}), "invalid regex"),
+        (json!({"type": "strung"}), "unknown type"),
+        (
+            json!({"minLength": -1, "type": "string"}),
+            "non-negative integer",
+        ),
+        (json!(false), "accepts no value"),
+        (
+            json!({"enum": [1, 2], "type": "string"}),
+            "accepts no value",
+        ),
+        (json!(42), "must be an object or a boolean"),
+    ];
+    for (schema, want) in cases {
+        let err = compile_schema(&schema, &Options::default())
+            .expect_err("must fail")
+            .to_string();
+        assert!(err.contains(want), "{schema}: {err}");
+    }
+}
+
+#[test]
+fn unknown_format_is_refused_unless_annotations() {
+    let schema = json!({"type": "string", "format": "credit-card"});
+    let err = compile_schema(&schema, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("format") && err.contains("credit-card"),
+        "{err}"
+    );
+    let annotate = Options {
+        format: stencil_grammar::FormatMode::Annotate,
+        ..Options::default()
+    };
+    assert!(compile_schema(&schema, &annotate).is_ok());
+}
+
+#[test]
+fn schema_size_limit() {
+    let big = json!({"enum": (0..1000).map(|i| format!("value-{i}")).collect::<Vec<_>>()});
+    let opts = Options {
+        max_schema_bytes: 1000,
+        ..Options::default()
+    };
+    let err = compile_schema(&big, &opts).unwrap_err();
+    assert!(
+        matches!(err, GrammarError::SchemaTooLarge { limit: 1000, .. }),
+        "{err}"
+    );
+}
