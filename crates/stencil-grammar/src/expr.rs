@@ -118,9 +118,30 @@ pub enum Expr {
     /// A call to another rule (the only source of recursion).
     Call(RuleId),
     /// A subexpression referenced from several places; compiled once per continuation.
-    Shared(Arc<Expr>),
+    Shared(Arc<SharedExpr>),
     /// An explicit deterministic automaton (for languages awkward as regexes: `multipleOf`).
     Dfa(Arc<ByteDfa>),
+}
+
+/// A shared subexpression. Equality is identity (comparing contents of a DAG of shared nodes
+/// would take exponential time), and whether it calls a rule is computed once.
+#[derive(Debug)]
+pub struct SharedExpr {
+    pub expr: Expr,
+    has_call: bool,
+}
+
+impl PartialEq for SharedExpr {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl std::ops::Deref for SharedExpr {
+    type Target = Expr;
+    fn deref(&self) -> &Expr {
+        &self.expr
+    }
 }
 
 /// An explicit DFA over bytes. State 0 is the start; missing transitions are dead.
@@ -184,16 +205,10 @@ impl Expr {
                 Expr::Nothing => {}
                 Expr::Alt(v) => {
                     for x in v {
-                        if !out.contains(&x) {
-                            out.push(x);
-                        }
+                        push_alt(&mut out, x);
                     }
                 }
-                p => {
-                    if !out.contains(&p) {
-                        out.push(p)
-                    }
-                }
+                p => push_alt(&mut out, p),
             }
         }
         match out.len() {
@@ -253,7 +268,10 @@ impl Expr {
             | Expr::Literal(_)
             | Expr::Call(_)
             | Expr::Shared(_)) => e,
-            e => Expr::Shared(Arc::new(e)),
+            e => {
+                let has_call = e.has_call();
+                Expr::Shared(Arc::new(SharedExpr { expr: e, has_call }))
+            }
         }
     }
 
@@ -281,9 +299,21 @@ impl Expr {
             Expr::Call(_) => true,
             Expr::Concat(v) | Expr::Alt(v) | Expr::And(v) => v.iter().any(Expr::has_call),
             Expr::Repeat { expr, .. } | Expr::Not(expr) => expr.has_call(),
-            Expr::Shared(e) => e.has_call(),
+            Expr::Shared(e) => e.has_call,
             _ => false,
         }
+    }
+}
+
+/// Adds an alternative, dropping exact duplicates of small leaf nodes (comparing large trees
+/// for every insertion would be quadratic).
+fn push_alt(out: &mut Vec<Expr>, x: Expr) {
+    let leaf = matches!(
+        x,
+        Expr::Empty | Expr::Literal(_) | Expr::Bytes(_) | Expr::Chars(_) | Expr::Call(_) | Expr::Shared(_)
+    );
+    if !(leaf && out.contains(&x)) {
+        out.push(x);
     }
 }
 

@@ -25,7 +25,7 @@ mod regex;
 mod schema;
 
 pub use error::{GrammarError, Warning};
-pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId};
+pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId, SharedExpr};
 pub use json::{Json, Whitespace};
 pub use matcher::matches;
 pub use regex::regex_to_expr;

@@ -4,12 +4,25 @@
 //! a schema, so that those checks use exactly the language the automaton will enforce.
 
 use crate::expr::{Expr, Rule};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// True if `expr` matches all of `input`. `rules` resolves calls; calls deeper than a fixed
 /// limit count as no match.
 pub fn matches(expr: &Expr, rules: &[Rule], input: &[u8]) -> bool {
-    ends(expr, rules, input, 0, 0).contains(&input.len())
+    let mut cx = Cx {
+        rules,
+        input,
+        memo: HashMap::new(),
+    };
+    cx.ends(expr, 0, 0).contains(&input.len())
+}
+
+/// Evaluation context; shared subexpressions are memoized per start position (the IR is a DAG
+/// whose unfolding can be exponential).
+struct Cx<'a> {
+    rules: &'a [Rule],
+    input: &'a [u8],
+    memo: HashMap<(usize, usize), BTreeSet<usize>>,
 }
 
 fn decode_char(input: &[u8], at: usize) -> Option<(char, usize)> {
@@ -25,7 +38,9 @@ fn decode_char(input: &[u8], at: usize) -> Option<(char, usize)> {
     s.chars().next().map(|c| (c, len))
 }
 
-fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTreeSet<usize> {
+impl Cx<'_> {
+fn ends(&mut self, e: &Expr, start: usize, depth: u32) -> BTreeSet<usize> {
+    let (rules, input) = (self.rules, self.input);
     let mut out = BTreeSet::new();
     if depth > 200 {
         return out;
@@ -59,7 +74,7 @@ fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTr
             for p in parts {
                 let mut next = BTreeSet::new();
                 for &s in &cur {
-                    next.extend(ends(p, rules, input, s, depth + 1));
+                    next.extend(self.ends(p, s, depth + 1));
                 }
                 cur = next;
                 if cur.is_empty() {
@@ -70,7 +85,7 @@ fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTr
         }
         Expr::Alt(parts) => {
             for p in parts {
-                out.extend(ends(p, rules, input, start, depth + 1));
+                out.extend(self.ends(p, start, depth + 1));
             }
         }
         Expr::Repeat { expr, min, max } => {
@@ -84,7 +99,7 @@ fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTr
                 k += 1;
                 let mut next = BTreeSet::new();
                 for &s in &cur {
-                    next.extend(ends(expr, rules, input, s, depth + 1));
+                    next.extend(self.ends(expr, s, depth + 1));
                 }
                 if k >= *min {
                     // Past the minimum, only new positions can lead anywhere new.
@@ -103,25 +118,32 @@ fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTr
         Expr::And(parts) => {
             let mut it = parts.iter();
             if let Some(first) = it.next() {
-                out = ends(first, rules, input, start, depth + 1);
+                out = self.ends(first, start, depth + 1);
                 for p in it {
-                    let o = ends(p, rules, input, start, depth + 1);
+                    let o = self.ends(p, start, depth + 1);
                     out.retain(|x| o.contains(x));
                 }
             }
         }
         Expr::Not(inner) => {
-            let inside = ends(inner, rules, input, start, depth + 1);
+            let inside = self.ends(inner, start, depth + 1);
             out = (start..=input.len())
                 .filter(|p| !inside.contains(p))
                 .collect();
         }
         Expr::Call(r) => {
             if let Some(rule) = rules.get(r.0 as usize) {
-                out = ends(&rule.expr, rules, input, start, depth + 1);
+                out = self.ends(&rule.expr, start, depth + 1);
             }
         }
-        Expr::Shared(inner) => out = ends(inner, rules, input, start, depth + 1),
+        Expr::Shared(inner) => {
+            let key = (std::sync::Arc::as_ptr(inner) as usize, start);
+            if let Some(r) = self.memo.get(&key) {
+                return r.clone();
+            }
+            out = self.ends(&inner.expr, start, depth + 1);
+            self.memo.insert(key, out.clone());
+        }
         Expr::Dfa(dfa) => {
             let mut s = 0u32;
             if dfa.states.first().is_some_and(|st| st.accepting) {
@@ -146,4 +168,5 @@ fn ends(e: &Expr, rules: &[Rule], input: &[u8], start: usize, depth: u32) -> BTr
         }
     }
     out
+}
 }

@@ -2,6 +2,7 @@
 
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
+use crate::trie::Trie;
 use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
@@ -43,6 +44,8 @@ pub(crate) struct LocalMask {
     pub tokens: TokenSet,
     /// `(trie node, DFA state after the node's bytes)` where the state can call or return.
     pub exits: Vec<(u32, u32)>,
+    /// The exits are nodes of the trie of non-plain tokens (the plain ones were taken whole).
+    pub in_rest: bool,
 }
 
 pub(crate) struct Inner {
@@ -122,7 +125,14 @@ impl Inner {
         if let Some(Some(m)) = self.local.get(s as usize) {
             return Ok(m.clone());
         }
-        let m = Arc::new(local_walk(&mut self.dfa, s, trie)?);
+        let m = if is_free_string_state(&mut self.dfa, s)? {
+            let mut m = local_walk(&mut self.dfa, s, &trie.rest, trie.vocab_size())?;
+            m.tokens.union_with(&trie.plain);
+            m.in_rest = true;
+            Arc::new(m)
+        } else {
+            Arc::new(local_walk(&mut self.dfa, s, &trie.full, trie.vocab_size())?)
+        };
         if self.cached < limits.max_cached_masks {
             if self.local.len() <= s as usize {
                 self.local.resize(s as usize + 1, None);
@@ -134,9 +144,45 @@ impl Inner {
     }
 }
 
-/// Walks the trie from `s` with byte moves only.
-fn local_walk(dfa: &mut LazyDfa, s: u32, trie: &TokenTrie) -> Result<LocalMask, MaskError> {
-    let mut tokens = TokenSet::new(trie.vocab_size());
+/// True if every plain JSON-string character leads from `s` back to `s` (through live
+/// states) and `s` can neither return nor call: then every plain-text token is allowed.
+fn is_free_string_state(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
+    if dfa.accepting(s) || dfa.has_calls(s) {
+        return Ok(false);
+    }
+    let mut frontier: Vec<u32> = Vec::with_capacity(4);
+    let mut next: Vec<u32> = Vec::with_capacity(4);
+    for seq in crate::trie::plain_char_sequences() {
+        frontier.clear();
+        frontier.push(s);
+        for (i, &(lo, hi)) in seq.iter().enumerate() {
+            next.clear();
+            for &x in &frontier {
+                for b in lo..=hi {
+                    let t = dfa.next(x, b)?;
+                    if t == DEAD || dfa.accepting(t) || dfa.has_calls(t) {
+                        return Ok(false);
+                    }
+                    if !next.contains(&t) {
+                        next.push(t);
+                        if next.len() > 8 {
+                            return Ok(false);
+                        }
+                    }
+                }
+            }
+            if i + 1 == seq.len() && next.iter().any(|&t| t != s) {
+                return Ok(false);
+            }
+            std::mem::swap(&mut frontier, &mut next);
+        }
+    }
+    Ok(true)
+}
+
+/// Walks `trie` from `s` with byte moves only.
+fn local_walk(dfa: &mut LazyDfa, s: u32, trie: &Trie, vocab_size: usize) -> Result<LocalMask, MaskError> {
+    let mut tokens = TokenSet::new(vocab_size);
     let mut exits = Vec::new();
     if dfa.has_calls(s) || dfa.accepting(s) {
         exits.push((0, s));
@@ -170,5 +216,9 @@ fn local_walk(dfa: &mut LazyDfa, s: u32, trie: &TokenTrie) -> Result<LocalMask, 
         stack.push((node.subtree_end, t));
         i += 1;
     }
-    Ok(LocalMask { tokens, exits })
+    Ok(LocalMask {
+        tokens,
+        exits,
+        in_rest: false,
+    })
 }

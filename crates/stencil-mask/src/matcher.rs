@@ -2,7 +2,8 @@
 
 use crate::constraint::{Constraint, Inner, Limits};
 use crate::dfa::{LazyDfa, DEAD};
-use crate::{MaskError, TokenSet, TokenTrie};
+use crate::trie::Trie;
+use crate::{MaskError, TokenSet};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -139,7 +140,7 @@ impl Stepper<'_> {
     /// only rule calls and returns for the first byte.
     fn context_walk(
         &mut self,
-        trie: &TokenTrie,
+        trie: &Trie,
         at: u32,
         c: Config,
         out: &mut TokenSet,
@@ -242,8 +243,9 @@ impl Matcher {
                     arena: &mut self.arena,
                     limits: &constraint.limits,
                 };
+                let exits_trie = if local.in_rest { &trie.rest } else { &trie.full };
                 for &(node, s) in &local.exits {
-                    st.context_walk(trie, node, (s, c.1), mask)?;
+                    st.context_walk(exits_trie, node, (s, c.1), mask)?;
                 }
                 accept |= st.can_finish(c);
             }

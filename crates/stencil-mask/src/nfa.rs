@@ -176,7 +176,7 @@ impl Builder<'_> {
                 if let Some(&s) = self.memo.get(&key) {
                     return Ok(s);
                 }
-                let s = self.compile(inner, cont)?;
+                let s = self.compile(&inner.expr, cont)?;
                 self.memo.insert(key, s);
                 s
             }
@@ -240,7 +240,7 @@ impl Builder<'_> {
             }
             Expr::Not(inner) => Ok(complement(&self.materialize(inner)?)),
             Expr::Dfa(d) => Ok(from_byte_dfa(d)),
-            Expr::Shared(inner) => self.materialize(inner),
+            Expr::Shared(inner) => self.materialize(&inner.expr),
             other => {
                 let mut sub = Builder {
                     states: Vec::new(),

@@ -1,5 +1,12 @@
 //! [`TokenTrie`]: the vocabulary as a byte trie flattened in depth-first order.
+//!
+//! Besides the full trie it keeps the "plain text" tokens apart: tokens made only of characters
+//! that appear unescaped inside a JSON string (and at most a final partial UTF-8 character).
+//! Inside an unconstrained string every one of them is allowed, so a mask there is that set
+//! plus a walk over the much smaller trie of the remaining tokens.
 
+use crate::TokenSet;
+use regex_syntax::utf8::Utf8Sequences;
 use stencil_vocab::{TokenKind, Vocab};
 
 /// One trie node: the byte on the edge into it, the tokens that end here and where its subtree
@@ -14,27 +21,16 @@ pub(crate) struct Node {
     pub subtree_end: u32,
 }
 
-/// The normal tokens of a vocabulary as a byte trie (special tokens are never text).
-#[derive(Debug, Clone)]
-pub struct TokenTrie {
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) tokens: Vec<u32>,
-    vocab_size: usize,
-    token_bytes: Vec<Vec<u8>>,
-    eos: Vec<u32>,
+/// A flattened byte trie over some tokens.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Trie {
+    pub nodes: Vec<Node>,
+    pub tokens: Vec<u32>,
 }
 
-impl TokenTrie {
-    pub fn new(vocab: &Vocab) -> Self {
-        let mut ids: Vec<u32> = (0..vocab.len() as u32)
-            .filter(|&id| vocab.kind(id) == TokenKind::Normal && !vocab.token_bytes(id).is_empty())
-            .collect();
-        ids.sort_by(|&a, &b| {
-            vocab
-                .token_bytes(a)
-                .cmp(vocab.token_bytes(b))
-                .then(a.cmp(&b))
-        });
+impl Trie {
+    fn build(mut ids: Vec<u32>, bytes: &[Vec<u8>]) -> Self {
+        ids.sort_by(|&a, &b| bytes[a as usize].cmp(&bytes[b as usize]).then(a.cmp(&b)));
         let mut nodes = vec![Node {
             byte: 0,
             tok_start: 0,
@@ -42,11 +38,11 @@ impl TokenTrie {
             subtree_end: 0,
         }];
         let mut tokens = Vec::with_capacity(ids.len());
-        // Path of open nodes (indices) from the root; sorted input makes this a single pass.
+        // Path of open nodes from the root; sorted input makes this a single pass.
         let mut path: Vec<usize> = vec![0];
         let mut path_bytes: Vec<u8> = Vec::new();
         for id in ids {
-            let b = vocab.token_bytes(id);
+            let b = &bytes[id as usize];
             let common = path_bytes.iter().zip(b).take_while(|(x, y)| x == y).count();
             while path_bytes.len() > common {
                 let n = path.pop().unwrap_or(0);
@@ -64,7 +60,7 @@ impl TokenTrie {
                 path_bytes.push(byte);
             }
             let n = *path.last().unwrap_or(&0);
-            if nodes[n].tok_end == 0 || nodes[n].tok_end != tokens.len() as u32 {
+            if nodes[n].tok_end != tokens.len() as u32 || nodes[n].tok_start == nodes[n].tok_end {
                 nodes[n].tok_start = tokens.len() as u32;
             }
             tokens.push(id);
@@ -74,15 +70,75 @@ impl TokenTrie {
         for n in path {
             nodes[n].subtree_end = end;
         }
-        let token_bytes = (0..vocab.len() as u32)
+        Self { nodes, tokens }
+    }
+
+    pub fn node_tokens(&self, n: usize) -> &[u32] {
+        let node = &self.nodes[n];
+        &self.tokens[node.tok_start as usize..node.tok_end as usize]
+    }
+}
+
+/// The normal tokens of a vocabulary as byte tries (special tokens are never text).
+#[derive(Debug, Clone)]
+pub struct TokenTrie {
+    pub(crate) full: Trie,
+    /// Tokens outside [`TokenTrie::plain`].
+    pub(crate) rest: Trie,
+    /// Tokens of plain JSON-string text.
+    pub(crate) plain: TokenSet,
+    vocab_size: usize,
+    token_bytes: Vec<Vec<u8>>,
+    eos: Vec<u32>,
+}
+
+/// Byte-range sequences of one plain (unescaped) JSON string character.
+pub(crate) fn plain_char_sequences() -> Vec<Vec<(u8, u8)>> {
+    let mut out = vec![vec![(0x20, 0x21)], vec![(0x23, 0x5B)], vec![(0x5D, 0x7F)]];
+    for seq in Utf8Sequences::new('\u{80}', char::MAX) {
+        out.push(seq.as_slice().iter().map(|r| (r.start, r.end)).collect());
+    }
+    out
+}
+
+/// True if `b` is plain JSON-string characters, the last one possibly incomplete.
+fn is_plain(b: &[u8], seqs: &[Vec<(u8, u8)>]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        let Some(len) = seqs.iter().find_map(|seq| {
+            let n = seq.len().min(b.len() - i);
+            seq.iter().zip(&b[i..i + n]).all(|(&(lo, hi), &x)| lo <= x && x <= hi).then_some(seq.len())
+        }) else {
+            return false;
+        };
+        i += len;
+    }
+    true
+}
+
+impl TokenTrie {
+    pub fn new(vocab: &Vocab) -> Self {
+        let token_bytes: Vec<Vec<u8>> = (0..vocab.len() as u32)
             .map(|id| match vocab.kind(id) {
                 TokenKind::Normal => vocab.token_bytes(id).to_vec(),
                 TokenKind::Special => Vec::new(),
             })
             .collect();
+        let text: Vec<u32> = (0..vocab.len() as u32).filter(|&id| !token_bytes[id as usize].is_empty()).collect();
+        let seqs = plain_char_sequences();
+        let mut plain = TokenSet::new(vocab.len());
+        let mut rest = Vec::new();
+        for &id in &text {
+            if is_plain(&token_bytes[id as usize], &seqs) {
+                plain.insert(id);
+            } else {
+                rest.push(id);
+            }
+        }
         Self {
-            nodes,
-            tokens,
+            full: Trie::build(text, &token_bytes),
+            rest: Trie::build(rest, &token_bytes),
+            plain,
             vocab_size: vocab.len(),
             token_bytes,
             eos: vocab.eos_ids().to_vec(),
@@ -102,10 +158,5 @@ impl TokenTrie {
     /// End-of-sequence token ids.
     pub fn eos_ids(&self) -> &[u32] {
         &self.eos
-    }
-
-    pub(crate) fn node_tokens(&self, n: usize) -> &[u32] {
-        let node = &self.nodes[n];
-        &self.tokens[node.tok_start as usize..node.tok_end as usize]
     }
 }
