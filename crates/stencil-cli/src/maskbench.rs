@@ -184,7 +184,11 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     let done = AtomicUsize::new(0);
+    let trace = std::env::var_os("STENCIL_TRACE").is_some();
     let work = |p: &PathBuf| {
+        if trace {
+            eprintln!("schema {}", p.display());
+        }
         let r = run_schema(&engine, p);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if n % 500 == 0 {

@@ -310,7 +310,12 @@ impl Expr {
 fn push_alt(out: &mut Vec<Expr>, x: Expr) {
     let leaf = matches!(
         x,
-        Expr::Empty | Expr::Literal(_) | Expr::Bytes(_) | Expr::Chars(_) | Expr::Call(_) | Expr::Shared(_)
+        Expr::Empty
+            | Expr::Literal(_)
+            | Expr::Bytes(_)
+            | Expr::Chars(_)
+            | Expr::Call(_)
+            | Expr::Shared(_)
     );
     if !(leaf && out.contains(&x)) {
         out.push(x);

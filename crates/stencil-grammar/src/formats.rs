@@ -50,6 +50,13 @@ pub fn format_regex(name: &str) -> Option<String> {
             ];
             format!("^(?:{})$", alts.join("|"))
         }
+        "json-pointer" => "^(?:/(?:[^/~]|~[01])*)*$".into(),
+        "relative-json-pointer" => "^(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)$".into(),
+        "uri-template" => {
+            let lit = r#"[^\x00-\x20"'<>\\^`{|}%]|%[0-9A-Fa-f]{2}"#;
+            let var = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:\.?(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2}))*(?::[1-9][0-9]{0,3}|\*)?";
+            format!(r"^(?:{lit}|\{{[+#./;?&=,!@|]?{var}(?:,{var})*\}})*$")
+        }
         "uuid" => {
             "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$".into()
         }

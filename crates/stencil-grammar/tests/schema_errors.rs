@@ -5,12 +5,13 @@ use stencil_grammar::{compile_schema, GrammarError, Options};
 
 #[test]
 fn unsupported_keyword_names_pointer() {
-    let schema = json!({"type": "object", "properties": {"tags": {"type": "array", "contains": {"const": 1}}}});
+    let schema =
+        json!({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}});
     match compile_schema(&schema, &Options::default()) {
         Err(GrammarError::Unsupported {
             keyword, pointer, ..
         }) => {
-            assert_eq!(keyword, "contains");
+            assert_eq!(keyword, "uniqueItems");
             assert_eq!(pointer, "#/properties/tags");
         }
         other => panic!("expected an Unsupported error, got {other:?}"),
@@ -21,7 +22,7 @@ fn unsupported_keyword_names_pointer() {
     };
     let c = compile_schema(&schema, &lenient).expect("lenient compiles");
     assert_eq!(c.warnings.len(), 1);
-    assert!(c.warnings[0].to_string().contains("contains"));
+    assert!(c.warnings[0].to_string().contains("uniqueItems"));
 }
 
 #[test]
@@ -78,4 +79,28 @@ fn schema_size_limit() {
         matches!(err, GrammarError::SchemaTooLarge { limit: 1000, .. }),
         "{err}"
     );
+}
+
+#[test]
+fn contains_counts_matching_items() {
+    use stencil_grammar::{matches, Whitespace};
+    let opts = Options {
+        whitespace: Whitespace::Compact,
+        ..Options::default()
+    };
+    let g = compile_schema(&json!({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minContains": 2, "maxContains": 3}), &opts)
+        .unwrap()
+        .grammar;
+    let accepts = |t: &str| matches(&g.rule(g.start).expr, &g.rules, t.as_bytes());
+    for (text, want) in [
+        ("[5,6]", true),
+        ("[1,5,2,6,3]", true),
+        ("[5]", false),
+        ("[5,6,7,8]", false),
+        ("[5,6,7]", true),
+        ("[]", false),
+        ("[5,\"x\",6]", false),
+    ] {
+        assert_eq!(accepts(text), want, "{text}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
-use crate::trie::Trie;
+use crate::trie::{Trie, PLAIN_LEVELS};
 use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
@@ -44,12 +44,15 @@ pub(crate) struct LocalMask {
     pub tokens: TokenSet,
     /// `(trie node, DFA state after the node's bytes)` where the state can call or return.
     pub exits: Vec<(u32, u32)>,
-    /// The exits are nodes of the trie of non-plain tokens (the plain ones were taken whole).
-    pub in_rest: bool,
+    /// Plain tokens were taken whole at this level of [`TokenTrie`]'s precomputed sets; the
+    /// exits are nodes of that level's trie of other tokens (`None`: the full trie).
+    pub level: Option<usize>,
 }
 
 pub(crate) struct Inner {
     pub dfa: LazyDfa,
+    /// Plain-text depth per DFA state (see `plain_depth`).
+    pub depth: Vec<u32>,
     pub local: Vec<Option<Arc<LocalMask>>>,
     pub cached: usize,
 }
@@ -87,6 +90,7 @@ impl Constraint {
             trie,
             inner: Mutex::new(Inner {
                 dfa,
+                depth: Vec::new(),
                 local: Vec::new(),
                 cached: 0,
             }),
@@ -125,14 +129,33 @@ impl Inner {
         if let Some(Some(m)) = self.local.get(s as usize) {
             return Ok(m.clone());
         }
-        let m = if is_free_string_state(&mut self.dfa, s)? {
-            let mut m = local_walk(&mut self.dfa, s, &trie.rest, trie.vocab_size())?;
-            m.tokens.union_with(&trie.plain);
-            m.in_rest = true;
-            Arc::new(m)
-        } else {
-            Arc::new(local_walk(&mut self.dfa, s, &trie.full, trie.vocab_size())?)
+        let t0 = std::time::Instant::now();
+        let depth = self.plain_depth(s)?;
+        let level = PLAIN_LEVELS.iter().rposition(|&l| l <= depth).map(|i| {
+            if depth == INFINITE {
+                PLAIN_LEVELS.len()
+            } else {
+                i
+            }
+        });
+        let m = match level {
+            Some(i) => {
+                let (plain, others) = &trie.levels[i];
+                let mut m = local_walk(&mut self.dfa, s, others, trie.vocab_size())?;
+                m.tokens.union_with(plain);
+                m.level = Some(i);
+                Arc::new(m)
+            }
+            None => Arc::new(local_walk(&mut self.dfa, s, &trie.full, trie.vocab_size())?),
         };
+        if *TRACE {
+            eprintln!(
+                "local mask: state {s} depth {depth} level {level:?} tokens {} exits {} in {:?}",
+                m.tokens.count(),
+                m.exits.len(),
+                t0.elapsed()
+            );
+        }
         if self.cached < limits.max_cached_masks {
             if self.local.len() <= s as usize {
                 self.local.resize(s as usize + 1, None);
@@ -144,44 +167,111 @@ impl Inner {
     }
 }
 
-/// True if every plain JSON-string character leads from `s` back to `s` (through live
-/// states) and `s` can neither return nor call: then every plain-text token is allowed.
-fn is_free_string_state(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
-    if dfa.accepting(s) || dfa.has_calls(s) {
-        return Ok(false);
-    }
+/// `STENCIL_TRACE_MASK=1` prints every per-state mask computed (state, plain-text depth,
+/// tokens, time): the tool for finding slow masks.
+static TRACE: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("STENCIL_TRACE_MASK").is_some());
+
+/// Plain-text depth of a state that loops back on itself.
+const INFINITE: u32 = u32::MAX;
+
+/// The state every plain JSON-string character leads to from `s`, if they all lead to the
+/// same live state (through live intermediate states).
+fn uniform_successor(dfa: &mut LazyDfa, s: u32) -> Result<Option<u32>, MaskError> {
+    let mut target = None;
     let mut frontier: Vec<u32> = Vec::with_capacity(4);
     let mut next: Vec<u32> = Vec::with_capacity(4);
-    for seq in crate::trie::plain_char_sequences() {
+    for seq in PLAIN_SEQUENCES.iter() {
         frontier.clear();
         frontier.push(s);
-        for (i, &(lo, hi)) in seq.iter().enumerate() {
+        for &(lo, hi) in seq {
             next.clear();
             for &x in &frontier {
                 for b in lo..=hi {
                     let t = dfa.next(x, b)?;
-                    if t == DEAD || dfa.accepting(t) || dfa.has_calls(t) {
-                        return Ok(false);
+                    if t == DEAD {
+                        return Ok(None);
                     }
                     if !next.contains(&t) {
-                        next.push(t);
-                        if next.len() > 8 {
-                            return Ok(false);
+                        if next.len() == 8 {
+                            return Ok(None);
                         }
+                        next.push(t);
                     }
                 }
             }
-            if i + 1 == seq.len() && next.iter().any(|&t| t != s) {
-                return Ok(false);
-            }
             std::mem::swap(&mut frontier, &mut next);
         }
+        match (frontier.as_slice(), target) {
+            ([t], None) => target = Some(*t),
+            ([t], Some(u)) if *t == u => {}
+            _ => return Ok(None),
+        }
     }
-    Ok(true)
+    Ok(target)
 }
 
+static PLAIN_SEQUENCES: std::sync::LazyLock<Vec<Vec<(u8, u8)>>> =
+    std::sync::LazyLock::new(crate::trie::plain_char_sequences);
+
+impl Inner {
+    /// How many plain characters in a row are all allowed from `s` (`INFINITE` if `s` loops on
+    /// plain text): every plain token of at most that many characters is allowed.
+    fn plain_depth(&mut self, s: u32) -> Result<u32, MaskError> {
+        let mut chain = Vec::new();
+        let mut cur = s;
+        let depth = loop {
+            if let Some(&d) = self
+                .depth
+                .get(cur as usize)
+                .filter(|d| **d != UNKNOWN_DEPTH)
+            {
+                break d;
+            }
+            if chain.len() > *PLAIN_LEVELS.last().unwrap_or(&32) as usize {
+                break 0;
+            }
+            match uniform_successor(&mut self.dfa, cur)? {
+                None => break 0,
+                Some(t) if t == cur || chain.contains(&t) => {
+                    // A loop: every state on it has unbounded depth.
+                    chain.push(cur);
+                    for &c in &chain {
+                        self.set_depth(c, INFINITE);
+                    }
+                    return Ok(INFINITE);
+                }
+                Some(t) => {
+                    chain.push(cur);
+                    cur = t;
+                }
+            }
+        };
+        let mut d = depth;
+        for &c in chain.iter().rev() {
+            d = if d == INFINITE { INFINITE } else { d + 1 };
+            self.set_depth(c, d);
+        }
+        Ok(if chain.is_empty() { depth } else { d })
+    }
+
+    fn set_depth(&mut self, s: u32, d: u32) {
+        if self.depth.len() <= s as usize {
+            self.depth.resize(s as usize + 1, UNKNOWN_DEPTH);
+        }
+        self.depth[s as usize] = d;
+    }
+}
+
+const UNKNOWN_DEPTH: u32 = u32::MAX - 1;
+
 /// Walks `trie` from `s` with byte moves only.
-fn local_walk(dfa: &mut LazyDfa, s: u32, trie: &Trie, vocab_size: usize) -> Result<LocalMask, MaskError> {
+fn local_walk(
+    dfa: &mut LazyDfa,
+    s: u32,
+    trie: &Trie,
+    vocab_size: usize,
+) -> Result<LocalMask, MaskError> {
     let mut tokens = TokenSet::new(vocab_size);
     let mut exits = Vec::new();
     if dfa.has_calls(s) || dfa.accepting(s) {
@@ -219,6 +309,6 @@ fn local_walk(dfa: &mut LazyDfa, s: u32, trie: &Trie, vocab_size: usize) -> Resu
     Ok(LocalMask {
         tokens,
         exits,
-        in_rest: false,
+        level: None,
     })
 }

@@ -243,7 +243,10 @@ impl Matcher {
                     arena: &mut self.arena,
                     limits: &constraint.limits,
                 };
-                let exits_trie = if local.in_rest { &trie.rest } else { &trie.full };
+                let exits_trie = match local.level {
+                    Some(i) => &trie.levels[i].1,
+                    None => &trie.full,
+                };
                 for &(node, s) in &local.exits {
                     st.context_walk(exits_trie, node, (s, c.1), mask)?;
                 }

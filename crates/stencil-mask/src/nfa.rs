@@ -299,6 +299,23 @@ impl Closure {
 }
 
 fn determinize(states: &[NState], entry: StateId, limit: usize) -> Result<ExplicitDfa, MaskError> {
+    // Bytes no transition distinguishes behave alike: step one representative per class.
+    let mut boundary = [false; 257];
+    boundary[0] = true;
+    for s in states {
+        if let NState::Byte { lo, hi, .. } = *s {
+            boundary[lo as usize] = true;
+            boundary[hi as usize + 1] = true;
+        }
+    }
+    let mut classes: Vec<(u8, u8)> = Vec::new();
+    let mut start_b = 0usize;
+    for (b, &is_start) in boundary.iter().enumerate().skip(1) {
+        if is_start {
+            classes.push((start_b as u8, (b - 1) as u8));
+            start_b = b;
+        }
+    }
     let mut cl = Closure::new(states.len());
     let mut map: HashMap<Vec<StateId>, u32> = HashMap::new();
     let mut sets: Vec<Vec<StateId>> = Vec::new();
@@ -310,18 +327,19 @@ fn determinize(states: &[NState], entry: StateId, limit: usize) -> Result<Explic
         trans: Vec::new(),
         accept: Vec::new(),
     };
+    let mut seeds = Vec::new();
+    let mut next = Vec::new();
     let mut i = 0;
     while i < sets.len() {
-        let set = sets[i].clone();
         let mut row = [DEAD; 256];
-        let accept = set
+        let accept = sets[i]
             .iter()
             .any(|&s| matches!(states[s as usize], NState::Accept));
-        for b in 0..=255u8 {
-            let mut seeds = Vec::new();
-            for &s in &set {
-                if let NState::Byte { lo, hi, next } = states[s as usize] {
-                    if lo <= b && b <= hi {
+        for &(lo, hi) in &classes {
+            seeds.clear();
+            for &s in &sets[i] {
+                if let NState::Byte { lo: a, hi: b, next } = states[s as usize] {
+                    if a <= lo && lo <= b {
                         seeds.push(next);
                     }
                 }
@@ -329,7 +347,6 @@ fn determinize(states: &[NState], entry: StateId, limit: usize) -> Result<Explic
             if seeds.is_empty() {
                 continue;
             }
-            let mut next = Vec::new();
             cl.run(states, &seeds, &mut next);
             let id = match map.get(&next) {
                 Some(&id) => id,
@@ -343,11 +360,11 @@ fn determinize(states: &[NState], entry: StateId, limit: usize) -> Result<Explic
                         });
                     }
                     map.insert(next.clone(), id);
-                    sets.push(next);
+                    sets.push(next.clone());
                     id
                 }
             };
-            row[b as usize] = id;
+            row[lo as usize..=hi as usize].fill(id);
         }
         out.trans.push(row);
         out.accept.push(accept);

@@ -83,14 +83,17 @@ impl Trie {
 #[derive(Debug, Clone)]
 pub struct TokenTrie {
     pub(crate) full: Trie,
-    /// Tokens outside [`TokenTrie::plain`].
-    pub(crate) rest: Trie,
-    /// Tokens of plain JSON-string text.
-    pub(crate) plain: TokenSet,
+    /// For each entry of [`PLAIN_LEVELS`] and finally for "any length": the plain tokens of at
+    /// most that many characters, and a trie of all the other tokens.
+    pub(crate) levels: Vec<(TokenSet, Trie)>,
     vocab_size: usize,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
 }
+
+/// Character counts at which plain-token sets are precomputed (the last level, not listed, is
+/// "any length").
+pub(crate) const PLAIN_LEVELS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Byte-range sequences of one plain (unescaped) JSON string character.
 pub(crate) fn plain_char_sequences() -> Vec<Vec<(u8, u8)>> {
@@ -101,19 +104,22 @@ pub(crate) fn plain_char_sequences() -> Vec<Vec<(u8, u8)>> {
     out
 }
 
-/// True if `b` is plain JSON-string characters, the last one possibly incomplete.
-fn is_plain(b: &[u8], seqs: &[Vec<(u8, u8)>]) -> bool {
+/// If `b` is plain JSON-string characters (the last one possibly incomplete), their count.
+fn plain_chars(b: &[u8], seqs: &[Vec<(u8, u8)>]) -> Option<u32> {
     let mut i = 0;
+    let mut n = 0;
     while i < b.len() {
-        let Some(len) = seqs.iter().find_map(|seq| {
-            let n = seq.len().min(b.len() - i);
-            seq.iter().zip(&b[i..i + n]).all(|(&(lo, hi), &x)| lo <= x && x <= hi).then_some(seq.len())
-        }) else {
-            return false;
-        };
+        let len = seqs.iter().find_map(|seq| {
+            let k = seq.len().min(b.len() - i);
+            seq.iter()
+                .zip(&b[i..i + k])
+                .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
+                .then_some(seq.len())
+        })?;
         i += len;
+        n += 1;
     }
-    true
+    Some(n)
 }
 
 impl TokenTrie {
@@ -124,21 +130,29 @@ impl TokenTrie {
                 TokenKind::Special => Vec::new(),
             })
             .collect();
-        let text: Vec<u32> = (0..vocab.len() as u32).filter(|&id| !token_bytes[id as usize].is_empty()).collect();
+        let text: Vec<u32> = (0..vocab.len() as u32)
+            .filter(|&id| !token_bytes[id as usize].is_empty())
+            .collect();
         let seqs = plain_char_sequences();
-        let mut plain = TokenSet::new(vocab.len());
-        let mut rest = Vec::new();
-        for &id in &text {
-            if is_plain(&token_bytes[id as usize], &seqs) {
-                plain.insert(id);
-            } else {
-                rest.push(id);
+        let chars: Vec<Option<u32>> = text
+            .iter()
+            .map(|&id| plain_chars(&token_bytes[id as usize], &seqs))
+            .collect();
+        let mut levels = Vec::new();
+        for limit in PLAIN_LEVELS.iter().copied().chain([u32::MAX]) {
+            let mut plain = TokenSet::new(vocab.len());
+            let mut others = Vec::new();
+            for (&id, c) in text.iter().zip(&chars) {
+                match c {
+                    Some(n) if *n <= limit => plain.insert(id),
+                    _ => others.push(id),
+                }
             }
+            levels.push((plain, Trie::build(others, &token_bytes)));
         }
         Self {
             full: Trie::build(text, &token_bytes),
-            rest: Trie::build(rest, &token_bytes),
-            plain,
+            levels,
             vocab_size: vocab.len(),
             token_bytes,
             eos: vocab.eos_ids().to_vec(),

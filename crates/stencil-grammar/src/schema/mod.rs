@@ -807,10 +807,9 @@ impl Compiler<'_> {
                     Some(re) => {
                         parts.push(pattern_to_string_content(&re, &format!("{ptr}/format"))?);
                         if f == "hostname" {
-                            // At most 253 characters, and no "--" in label positions 3-4:
+                            // No "--" in label positions 3-4 (the 253-character total is not enforced):
                             // IDN A-labels (xn--) cannot be validated by a regex, so they are
                             // refused rather than accepted unchecked.
-                            parts.push(pattern_to_string_content("^.{1,253}$", ptr)?);
                             let idn = pattern_to_string_content(r"^(?:[^.]*\.)*[^.]{2}--", ptr)?;
                             parts.push(Expr::Not(Box::new(idn)));
                         }
@@ -857,10 +856,8 @@ impl Compiler<'_> {
     }
 
     fn array(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
-        for k in ["contains", "minContains", "maxContains"] {
-            if m.contains_key(k) {
-                self.refuse(k, ptr, "contains is not supported")?;
-            }
+        if m.contains_key("contains") {
+            return self.array_contains(m, ptr);
         }
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let mut max = self.count(m, "maxItems", ptr)?;
@@ -947,6 +944,120 @@ impl Compiler<'_> {
                 Expr::concat([first, tail]),
             ])
         };
+        Ok(self.json.array_of(body))
+    }
+
+    /// Arrays under `contains` (with `minContains`/`maxContains`): the elements matching the
+    /// `contains` schema are counted along the array.
+    fn array_contains(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        for k in [
+            "prefixItems",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "additionalItems",
+            "unevaluatedItems",
+        ] {
+            if m.contains_key(k) && !(k == "uniqueItems" && m[k] == Value::Bool(false)) {
+                return Err(GrammarError::unsupported(k, ptr, "combined with contains"));
+            }
+        }
+        if m.get("items").is_some_and(Value::is_array) {
+            return Err(GrammarError::unsupported(
+                "items",
+                ptr,
+                "array-form items combined with contains",
+            ));
+        }
+        let min_c = self.count(m, "minContains", ptr)?.unwrap_or(1);
+        let max_c = self.count(m, "maxContains", ptr)?;
+        if max_c.is_some_and(|x| x < min_c) {
+            return Ok(Expr::Nothing);
+        }
+        let items = m.get("items").cloned().unwrap_or(Value::Bool(true));
+        let item_parts = self.parts(&items, &format!("{ptr}/items"))?;
+        let hit_parts = self.parts(&m["contains"], &format!("{ptr}/contains"))?;
+        let mut hit = Vec::new();
+        let mut miss = Vec::new();
+        for t in 0..6 {
+            let (i, h) = (&item_parts[t], &hit_parts[t]);
+            let both = if i.is_nothing() || h.is_nothing() {
+                Expr::Nothing
+            } else if i == h || items == Value::Bool(true) {
+                h.clone()
+            } else if !i.has_call() && !h.has_call() {
+                Expr::and(vec![i.clone(), h.clone()])
+            } else {
+                return Err(GrammarError::unsupported(
+                    "contains",
+                    ptr,
+                    "intersecting recursive items and contains schemas",
+                ));
+            };
+            hit.push(both);
+            if max_c.is_some() {
+                miss.push(if h.is_nothing() {
+                    i.clone()
+                } else if i.is_nothing() {
+                    Expr::Nothing
+                } else if !i.has_call() && !h.has_call() {
+                    Expr::and(vec![i.clone(), Expr::Not(Box::new(h.clone()))])
+                } else {
+                    return Err(GrammarError::unsupported(
+                        "maxContains",
+                        ptr,
+                        "negating a recursive contains schema",
+                    ));
+                });
+            }
+        }
+        let hit = Expr::alt(hit);
+        // Without maxContains, uncounted elements may match too: any item will do.
+        let miss = if max_c.is_some() {
+            Expr::alt(miss)
+        } else {
+            alt_parts(item_parts)
+        };
+        let hit = self.share(hit, &format!("{ptr}/contains"));
+        let miss = self.share(miss, &format!("{ptr}/items"));
+        let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
+        let more = |e: &Expr| Expr::concat([sep.clone(), e.clone()]);
+        // tail(c): the rest of the array after the first element, c hits so far.
+        let tail = |c: u32| -> Expr {
+            let mut next = match max_c {
+                None => Expr::star(more(&Expr::alt([miss.clone(), hit.clone()]))),
+                Some(_) => Expr::star(more(&miss)),
+            };
+            let top = max_c.unwrap_or(min_c);
+            for k in (c..top).rev() {
+                let step = Expr::concat([more(&hit), next]);
+                next = Expr::concat([
+                    Expr::star(more(&miss)),
+                    if k >= min_c {
+                        Expr::alt([Expr::Empty, step])
+                    } else {
+                        step
+                    },
+                ]);
+            }
+            next
+        };
+        let first = Expr::alt([
+            Expr::concat([miss.clone(), tail(0)]),
+            if max_c != Some(0) {
+                Expr::concat([hit.clone(), tail(1.min(max_c.unwrap_or(1)))])
+            } else {
+                Expr::Nothing
+            },
+        ]);
+        let body = Expr::alt([
+            if min_c == 0 {
+                Expr::Empty
+            } else {
+                Expr::Nothing
+            },
+            first,
+        ]);
         Ok(self.json.array_of(body))
     }
 
