@@ -167,13 +167,15 @@ impl Json {
         ])
     }
 
-    /// Integers, including the `N.0` form a float with zero fraction is printed in.
-    pub fn integer(&self) -> Expr {
-        Expr::concat([
-            Expr::opt(Expr::literal("-")),
-            unsigned_int(),
-            Expr::opt(Expr::literal(".0")),
-        ])
+    /// Integers, including (if `dot_zero`) the `N.0` form a float with zero fraction is printed
+    /// in, which JSON Schema since draft 6 counts as an integer.
+    pub fn integer(&self, dot_zero: bool) -> Expr {
+        let suffix = if dot_zero {
+            Expr::opt(Expr::literal(".0"))
+        } else {
+            Expr::Empty
+        };
+        Expr::concat([Expr::opt(Expr::literal("-")), unsigned_int(), suffix])
     }
 
     /// The canonical serialization of a JSON value (compact, keys in the value's order; `ws`

@@ -230,8 +230,8 @@ fn uint_range(lo: u128, hi: Option<u128>) -> Expr {
     }
 }
 
-/// Integers (with optional `-`, and the `N.0` spelling) in `[lo, hi]`.
-pub fn integer_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
+/// Integers (with optional `-`, and the `N.0` spelling if `dot_zero`) in `[lo, hi]`.
+pub fn integer_range(lo: Option<i128>, hi: Option<i128>, dot_zero: bool) -> Expr {
     let mut alts = Vec::new();
     // Non-negative part.
     if hi.is_none_or(|h| h >= 0) {
@@ -248,7 +248,12 @@ pub fn integer_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
     if lo.is_none_or(|l| l <= 0) && hi.is_none_or(|h| h >= 0) {
         alts.push(Expr::literal("-0"));
     }
-    Expr::concat([Expr::alt(alts), Expr::opt(Expr::literal(".0"))])
+    let suffix = if dot_zero {
+        Expr::opt(Expr::literal(".0"))
+    } else {
+        Expr::Empty
+    };
+    Expr::concat([Expr::alt(alts), suffix])
 }
 
 /// Non-empty fraction digit strings `s` with `0.s >= 0.d` (or `>`).

@@ -78,6 +78,10 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         any_rule: None,
         warnings: Vec::new(),
         legacy_ref,
+        draft4: schema
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03")),
         nodes: 0,
         depth: 0,
     };
@@ -110,6 +114,8 @@ struct Compiler<'a> {
     warnings: Vec<Warning>,
     /// Drafts before 2019-09: `$ref` replaces its sibling keywords.
     legacy_ref: bool,
+    /// Draft 4 (or 3): integers have no fraction part at all.
+    draft4: bool,
     nodes: usize,
     depth: usize,
 }
@@ -728,10 +734,12 @@ impl Compiler<'_> {
                     return Ok(Expr::Nothing);
                 }
             }
+            // Draft 4: an integer is written without a fraction (`1.0` is not one).
+            let dot_zero = !self.draft4;
             if l.is_none() && h.is_none() {
-                self.json.integer()
+                self.json.integer(dot_zero)
             } else {
-                integer_range(l, h)
+                integer_range(l, h, dot_zero)
             }
         } else if lo.is_none() && hi.is_none() {
             self.json.number()
