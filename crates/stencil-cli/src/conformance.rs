@@ -57,9 +57,15 @@ impl Engine {
     }
 
     pub fn compile(&self, schema: &Value, options: &Options) -> Result<Arc<Constraint>, String> {
+        let t0 = Instant::now();
         let compiled = compile_schema(schema, options).map_err(|e| e.to_string())?;
-        Constraint::new(&compiled.grammar, self.trie.clone(), Limits::default())
-            .map_err(|e| e.to_string())
+        let t1 = t0.elapsed();
+        let c = Constraint::new(&compiled.grammar, self.trie.clone(), Limits::default())
+            .map_err(|e| e.to_string());
+        if std::env::var_os("STENCIL_TRACE").is_some() {
+            eprintln!("compile: schema -> grammar {t1:?}, grammar -> automaton {:?}", t0.elapsed() - t1);
+        }
+        c
     }
 
     pub fn tokenize(&self, v: &Value) -> Result<Vec<u32>> {

@@ -197,18 +197,32 @@ impl Expr {
         }
     }
 
-    /// Alternation, flattening nested alternations and dropping `Nothing`.
+    /// Alternation, flattening nested alternations and dropping `Nothing` and duplicate leaves.
     pub fn alt(parts: impl IntoIterator<Item = Expr>) -> Self {
         let mut out: Vec<Expr> = Vec::new();
+        let mut literals: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        let mut push = |out: &mut Vec<Expr>, x: Expr| match &x {
+            Expr::Literal(b) => {
+                if literals.insert(b.clone()) {
+                    out.push(x);
+                }
+            }
+            Expr::Empty | Expr::Bytes(_) | Expr::Chars(_) | Expr::Call(_) | Expr::Shared(_) => {
+                if !out.contains(&x) {
+                    out.push(x);
+                }
+            }
+            _ => out.push(x),
+        };
         for p in parts {
             match p {
                 Expr::Nothing => {}
                 Expr::Alt(v) => {
                     for x in v {
-                        push_alt(&mut out, x);
+                        push(&mut out, x);
                     }
                 }
-                p => push_alt(&mut out, p),
+                p => push(&mut out, p),
             }
         }
         match out.len() {
@@ -302,23 +316,6 @@ impl Expr {
             Expr::Shared(e) => e.has_call,
             _ => false,
         }
-    }
-}
-
-/// Adds an alternative, dropping exact duplicates of small leaf nodes (comparing large trees
-/// for every insertion would be quadratic).
-fn push_alt(out: &mut Vec<Expr>, x: Expr) {
-    let leaf = matches!(
-        x,
-        Expr::Empty
-            | Expr::Literal(_)
-            | Expr::Bytes(_)
-            | Expr::Chars(_)
-            | Expr::Call(_)
-            | Expr::Shared(_)
-    );
-    if !(leaf && out.contains(&x)) {
-        out.push(x);
     }
 }
 

@@ -54,6 +54,12 @@ pub fn pattern_to_string_content(pattern: &str, pointer: &str) -> Result<Expr, G
     Ok(Expr::alt(alts))
 }
 
+/// The fewest bytes a match of `pattern` (as a JSON Schema pattern) can have, if it parses.
+pub fn pattern_min_len(pattern: &str) -> Option<usize> {
+    let hir = regex_syntax::ParserBuilder::new().build().parse(&ecma_to_rust(pattern)).ok()?;
+    hir.properties().minimum_len()
+}
+
 /// Rewrites ECMA-262 classes whose meaning differs from Rust's Unicode-aware defaults.
 fn ecma_to_rust(p: &str) -> String {
     let mut out = String::with_capacity(p.len() + 8);

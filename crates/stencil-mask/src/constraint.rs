@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     pub dfa: LazyDfa,
     /// Plain-text depth per DFA state (see `plain_depth`).
     pub depth: Vec<u32>,
+    /// Plain-character successors per DFA state (see `plain_moves`).
+    pub moves: Vec<Option<Option<Box<[u32]>>>>,
     pub local: Vec<Option<Arc<LocalMask>>>,
     pub cached: usize,
 }
@@ -91,6 +93,7 @@ impl Constraint {
             inner: Mutex::new(Inner {
                 dfa,
                 depth: Vec::new(),
+                moves: Vec::new(),
                 local: Vec::new(),
                 cached: 0,
             }),
@@ -131,6 +134,7 @@ impl Inner {
         }
         let t0 = std::time::Instant::now();
         let depth = self.plain_depth(s)?;
+        let t_depth = t0.elapsed();
         let level = PLAIN_LEVELS.iter().rposition(|&l| l <= depth).map(|i| {
             if depth == INFINITE {
                 PLAIN_LEVELS.len()
@@ -150,10 +154,11 @@ impl Inner {
         };
         if *TRACE {
             eprintln!(
-                "local mask: state {s} depth {depth} level {level:?} tokens {} exits {} in {:?}",
+                "local mask: state {s} depth {depth} level {level:?} tokens {} exits {} in {:?} (depth search {:?})",
                 m.tokens.count(),
                 m.exits.len(),
-                t0.elapsed()
+                t0.elapsed(),
+                t_depth
             );
         }
         if self.cached < limits.max_cached_masks {
@@ -175,10 +180,9 @@ static TRACE: std::sync::LazyLock<bool> =
 /// Plain-text depth of a state that loops back on itself.
 const INFINITE: u32 = u32::MAX;
 
-/// The state every plain JSON-string character leads to from `s`, if they all lead to the
-/// same live state (through live intermediate states).
-fn uniform_successor(dfa: &mut LazyDfa, s: u32) -> Result<Option<u32>, MaskError> {
-    let mut target = None;
+/// The states one plain JSON-string character leads to from `s`, added to `out`; `false` if
+/// some plain character (or a prefix of one) dies on the way.
+fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<bool, MaskError> {
     let mut frontier: Vec<u32> = Vec::with_capacity(4);
     let mut next: Vec<u32> = Vec::with_capacity(4);
     for seq in PLAIN_SEQUENCES.iter() {
@@ -190,69 +194,79 @@ fn uniform_successor(dfa: &mut LazyDfa, s: u32) -> Result<Option<u32>, MaskError
                 for b in lo..=hi {
                     let t = dfa.next(x, b)?;
                     if t == DEAD {
-                        return Ok(None);
+                        return Ok(false);
                     }
                     if !next.contains(&t) {
-                        if next.len() == 8 {
-                            return Ok(None);
-                        }
                         next.push(t);
                     }
                 }
             }
             std::mem::swap(&mut frontier, &mut next);
         }
-        match (frontier.as_slice(), target) {
-            ([t], None) => target = Some(*t),
-            ([t], Some(u)) if *t == u => {}
-            _ => return Ok(None),
+        for &t in &frontier {
+            if !out.contains(&t) {
+                out.push(t);
+            }
         }
     }
-    Ok(target)
+    Ok(true)
 }
 
 static PLAIN_SEQUENCES: std::sync::LazyLock<Vec<Vec<(u8, u8)>>> =
     std::sync::LazyLock::new(crate::trie::plain_char_sequences);
 
+/// Most states a plain-text depth search visits before settling for the level reached.
+const DEPTH_SEARCH_STATES: usize = 4096;
+
 impl Inner {
-    /// How many plain characters in a row are all allowed from `s` (`INFINITE` if `s` loops on
-    /// plain text): every plain token of at most that many characters is allowed.
-    fn plain_depth(&mut self, s: u32) -> Result<u32, MaskError> {
-        let mut chain = Vec::new();
-        let mut cur = s;
-        let depth = loop {
-            if let Some(&d) = self
-                .depth
-                .get(cur as usize)
-                .filter(|d| **d != UNKNOWN_DEPTH)
-            {
-                break d;
-            }
-            if chain.len() > *PLAIN_LEVELS.last().unwrap_or(&32) as usize {
-                break 0;
-            }
-            match uniform_successor(&mut self.dfa, cur)? {
-                None => break 0,
-                Some(t) if t == cur || chain.contains(&t) => {
-                    // A loop: every state on it has unbounded depth.
-                    chain.push(cur);
-                    for &c in &chain {
-                        self.set_depth(c, INFINITE);
-                    }
-                    return Ok(INFINITE);
-                }
-                Some(t) => {
-                    chain.push(cur);
-                    cur = t;
-                }
-            }
-        };
-        let mut d = depth;
-        for &c in chain.iter().rev() {
-            d = if d == INFINITE { INFINITE } else { d + 1 };
-            self.set_depth(c, d);
+    /// The states one plain character leads to from `s` (`None` if some plain character dies
+    /// on the way), computed once per state.
+    fn plain_moves(&mut self, s: u32) -> Result<Option<&[u32]>, MaskError> {
+        if self.moves.len() <= s as usize {
+            self.moves.resize(s as usize + 1, None);
         }
-        Ok(if chain.is_empty() { depth } else { d })
+        if self.moves[s as usize].is_none() {
+            let mut succ = Vec::new();
+            let alive = plain_successors(&mut self.dfa, s, &mut succ)?;
+            self.moves[s as usize] = Some(if alive { Some(succ.into_boxed_slice()) } else { None });
+        }
+        Ok(self.moves[s as usize].as_ref().and_then(|m| m.as_deref()))
+    }
+
+    /// The largest `k` (capped at the last plain level; `INFINITE` when no plain text can ever
+    /// die) such that every run of at most `k` plain characters from `s` stays alive: every
+    /// plain token of at most `k` characters is then allowed without walking it. It is the
+    /// distance to the nearest state where some plain character dies (breadth-first search).
+    fn plain_depth(&mut self, s: u32) -> Result<u32, MaskError> {
+        if let Some(&d) = self.depth.get(s as usize).filter(|d| **d != UNKNOWN_DEPTH) {
+            return Ok(d);
+        }
+        let cap = *PLAIN_LEVELS.last().unwrap_or(&32);
+        let mut seen: std::collections::HashSet<u32> = std::collections::HashSet::from([s]);
+        let mut level = vec![s];
+        let mut next = Vec::new();
+        let mut depth = 0;
+        let d = 'search: loop {
+            next.clear();
+            for i in 0..level.len() {
+                let Some(moves) = self.plain_moves(level[i])? else { break 'search depth };
+                for &t in moves {
+                    if seen.insert(t) {
+                        next.push(t);
+                    }
+                }
+            }
+            depth += 1;
+            if next.is_empty() {
+                break INFINITE;
+            }
+            if depth >= cap || seen.len() > DEPTH_SEARCH_STATES {
+                break depth.min(cap);
+            }
+            std::mem::swap(&mut level, &mut next);
+        };
+        self.set_depth(s, d);
+        Ok(d)
     }
 
     fn set_depth(&mut self, s: u32, d: u32) {

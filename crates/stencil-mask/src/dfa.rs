@@ -30,12 +30,40 @@ pub(crate) struct LazyDfa {
     scratch: Vec<StateId>,
     seeds: Vec<StateId>,
     limit: usize,
+    /// Byte equivalence classes of the NFA: bytes no transition tells apart. A transition is
+    /// computed once per class and filled in for all its bytes.
+    class_of: [u8; 256],
+    class_bytes: Vec<Vec<u8>>,
+}
+
+/// Byte classes from the boundaries of every byte range in the NFA.
+fn byte_classes(nfa: &Nfa) -> ([u8; 256], Vec<Vec<u8>>) {
+    let mut boundary = [false; 257];
+    boundary[0] = true;
+    for st in &nfa.states {
+        if let NState::Byte { lo, hi, .. } = *st {
+            boundary[lo as usize] = true;
+            boundary[hi as usize + 1] = true;
+        }
+    }
+    let mut class_of = [0u8; 256];
+    let mut classes: Vec<Vec<u8>> = Vec::new();
+    for b in 0..256usize {
+        if boundary[b] {
+            classes.push(Vec::new());
+        }
+        let c = classes.len() - 1;
+        class_of[b] = c as u8;
+        classes[c].push(b as u8);
+    }
+    (class_of, classes)
 }
 
 impl LazyDfa {
     pub fn new(nfa: Nfa, limit: usize) -> Self {
         let n = nfa.states.len();
         let rules = nfa.rule_entry.len();
+        let (class_of, class_bytes) = byte_classes(&nfa);
         let mut d = Self {
             nfa,
             sets: Vec::new(),
@@ -47,6 +75,8 @@ impl LazyDfa {
             scratch: Vec::new(),
             seeds: Vec::new(),
             limit,
+            class_of,
+            class_bytes,
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
@@ -148,7 +178,10 @@ impl LazyDfa {
         };
         self.seeds = seeds;
         let t = t?;
-        self.trans[s as usize][b as usize] = t;
+        let row = &mut self.trans[s as usize];
+        for &x in &self.class_bytes[self.class_of[b as usize] as usize] {
+            row[x as usize] = t;
+        }
         Ok(t)
     }
 

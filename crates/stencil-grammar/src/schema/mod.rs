@@ -404,16 +404,15 @@ impl Compiler<'_> {
                 return Err(GrammarError::invalid(ptr, "anyOf must not be empty"));
             }
             let rest = base(&["anyOf"]);
-            let mut acc = nothing();
+            let mut acc: [Vec<Expr>; 6] = Default::default();
             for (i, branch) in list.iter().enumerate() {
                 let bptr = format!("{ptr}/anyOf/{i}");
                 let p = self.branch_parts(&rest, branch, &bptr)?;
-                for t in 0..6 {
-                    acc[t] =
-                        Expr::alt([std::mem::replace(&mut acc[t], Expr::Nothing), p[t].clone()]);
+                for (t, e) in p.into_iter().enumerate() {
+                    acc[t].push(e);
                 }
             }
-            return Ok(acc);
+            return Ok(acc.map(Expr::alt));
         }
         if let Some(one) = m.get("oneOf") {
             let list = one
@@ -659,18 +658,15 @@ impl Compiler<'_> {
             }
         }
         if let Some(values) = values {
-            let mut out = nothing();
+            let mut by_type: [Vec<Expr>; 6] = Default::default();
             for v in values {
                 let t = type_of(&v);
                 let text = serde_json::to_string(&v).unwrap_or_default();
                 if matches(&parts[t], &self.rules, text.as_bytes()) {
-                    out[t] = Expr::alt([
-                        std::mem::replace(&mut out[t], Expr::Nothing),
-                        self.json.literal_value(&v),
-                    ]);
+                    by_type[t].push(self.json.literal_value(&v));
                 }
             }
-            return Ok(out);
+            return Ok(by_type.map(Expr::alt));
         }
         Ok(parts)
     }
@@ -792,14 +788,21 @@ impl Compiler<'_> {
         if max.is_some_and(|x| x < min) {
             return Ok(Expr::Nothing);
         }
-        if min > 0 || max.is_some() {
-            parts.push(Expr::repeat(any_string_char(), min, max));
-        }
         let patterns: Vec<Value> = match m.get("pattern") {
             None => vec![],
             Some(Value::Array(list)) => list.clone(),
             Some(p) => vec![p.clone()],
         };
+        // `minLength: 1` next to a pattern that never matches the empty string adds nothing,
+        // and intersecting would cost a determinization of the pattern.
+        let implied = min <= 1
+            && max.is_none()
+            && patterns
+                .iter()
+                .any(|p| p.as_str().and_then(crate::regex::pattern_min_len).is_some_and(|n| n >= 1));
+        if (min > 0 || max.is_some()) && !implied {
+            parts.push(Expr::repeat(any_string_char(), min, max));
+        }
         for p in patterns {
             let p = p
                 .as_str()
