@@ -63,7 +63,10 @@ impl Engine {
         let c = Constraint::new(&compiled.grammar, self.trie.clone(), Limits::default())
             .map_err(|e| e.to_string());
         if std::env::var_os("STENCIL_TRACE").is_some() {
-            eprintln!("compile: schema -> grammar {t1:?}, grammar -> automaton {:?}", t0.elapsed() - t1);
+            eprintln!(
+                "compile: schema -> grammar {t1:?}, grammar -> automaton {:?}",
+                t0.elapsed() - t1
+            );
         }
         c
     }

@@ -79,9 +79,10 @@ pub fn string_chars_of(set: &CharRanges) -> Expr {
 
 /// Any character inside a JSON string, with every escape form JSON allows except lone
 /// surrogates (`\uD800`-`\uDFFF`), so that each alternative is exactly one character.
-pub fn any_string_char() -> Expr {
+/// Four hex digits that are not a UTF-16 surrogate (`D800`-`DFFF`).
+fn hex4_non_surrogate() -> Expr {
     let hex = Expr::Bytes(vec![(b'0', b'9'), (b'a', b'f'), (b'A', b'F')]);
-    let hex4_non_surrogate = Expr::alt([
+    Expr::alt([
         Expr::concat([
             Expr::Bytes(vec![
                 (b'0', b'9'),
@@ -100,7 +101,11 @@ pub fn any_string_char() -> Expr {
             hex.clone(),
             hex,
         ]),
-    ]);
+    ])
+}
+
+pub fn any_string_char() -> Expr {
+    let hex4_non_surrogate = hex4_non_surrogate();
     Expr::alt([
         Expr::chars(plain_chars()),
         Expr::concat([
@@ -363,4 +368,96 @@ pub fn number_literal(n: &serde_json::Number) -> Expr {
         }
     }
     Expr::alt(alts)
+}
+
+/// The content of any JSON string except the given names (written canonically), as a plain
+/// expression: a trie of the names where every other continuation escapes to "anything".
+/// `None` when a name contains a character that needs escaping (the caller intersects then).
+pub fn key_except(names: &[String]) -> Option<Expr> {
+    if names
+        .iter()
+        .any(|n| n.chars().any(|c| canonical_escape(c).is_some()))
+    {
+        return None;
+    }
+    let mut root = KeyTrie::default();
+    for n in names {
+        let mut cur = &mut root;
+        for c in n.chars() {
+            cur = cur.children.entry(c).or_default();
+        }
+        cur.terminal = true;
+    }
+    let ascii = CharRanges::new(vec![('\0', '\u{7f}')]);
+    let parts = KeyParts {
+        any_tail: Expr::shared(Expr::star(any_string_char())),
+        escapes: Expr::shared(Expr::concat([
+            Expr::literal("\\"),
+            Expr::alt([
+                Expr::Bytes(vec![
+                    (b'"', b'"'),
+                    (b'\\', b'\\'),
+                    (b'/', b'/'),
+                    (b'b', b'b'),
+                    (b'f', b'f'),
+                    (b'n', b'n'),
+                    (b'r', b'r'),
+                    (b't', b't'),
+                ]),
+                Expr::concat([Expr::literal("u"), hex4_non_surrogate()]),
+            ]),
+        ])),
+        // Shared, so each trie node adds only its own ASCII ranges to the automaton.
+        non_ascii: Expr::shared(Expr::chars(plain_chars().subtract(&ascii))),
+        ascii,
+    };
+    Some(parts.build(&root))
+}
+
+#[derive(Default)]
+struct KeyTrie {
+    terminal: bool,
+    children: std::collections::BTreeMap<char, KeyTrie>,
+}
+
+struct KeyParts {
+    any_tail: Expr,
+    escapes: Expr,
+    non_ascii: Expr,
+    ascii: CharRanges,
+}
+
+impl KeyParts {
+    fn build(&self, n: &KeyTrie) -> Expr {
+        let kids = CharRanges::new(n.children.keys().map(|&c| (c, c)).collect());
+        let other_non_ascii = if kids.intersect(&self.ascii) == kids {
+            self.non_ascii.clone()
+        } else {
+            Expr::chars(plain_chars().subtract(&self.ascii).subtract(&kids))
+        };
+        let ascii_ranges: Vec<(u8, u8)> = plain_chars()
+            .intersect(&self.ascii)
+            .subtract(&kids)
+            .ranges()
+            .iter()
+            .map(|&(a, b)| (a as u8, b as u8))
+            .collect();
+        let other = Expr::alt([
+            Expr::Bytes(ascii_ranges),
+            other_non_ascii,
+            self.escapes.clone(),
+        ]);
+        let mut alts = vec![Expr::concat([other, self.any_tail.clone()])];
+        if !n.terminal {
+            alts.push(Expr::Empty);
+        }
+        for (&c, child) in &n.children {
+            let mut buf = [0u8; 4];
+            alts.push(Expr::concat([
+                Expr::literal(c.encode_utf8(&mut buf).as_bytes()),
+                self.build(child),
+            ]));
+        }
+        Expr::alt(alts)
+    }
 }

@@ -26,7 +26,7 @@ mod schema;
 
 pub use error::{GrammarError, Warning};
 pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId, SharedExpr};
-pub use json::{Json, Whitespace};
+pub use json::{key_except, Json, Whitespace};
 pub use matcher::matches;
 pub use regex::regex_to_expr;
 pub use schema::compile_schema;

@@ -56,7 +56,10 @@ pub fn pattern_to_string_content(pattern: &str, pointer: &str) -> Result<Expr, G
 
 /// The fewest bytes a match of `pattern` (as a JSON Schema pattern) can have, if it parses.
 pub fn pattern_min_len(pattern: &str) -> Option<usize> {
-    let hir = regex_syntax::ParserBuilder::new().build().parse(&ecma_to_rust(pattern)).ok()?;
+    let hir = regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(&ecma_to_rust(pattern))
+        .ok()?;
     hir.properties().minimum_len()
 }
 

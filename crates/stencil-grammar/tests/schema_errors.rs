@@ -104,3 +104,43 @@ fn contains_counts_matching_items() {
         assert_eq!(accepts(text), want, "{text}");
     }
 }
+
+#[test]
+fn additional_keys_exclude_declared_names() {
+    use stencil_grammar::{matches, Whitespace};
+    let opts = Options {
+        whitespace: Whitespace::Compact,
+        ..Options::default()
+    };
+    let g = compile_schema(
+        &json!({"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}}, "additionalProperties": {"type": "string"}}),
+        &opts,
+    )
+    .unwrap()
+    .grammar;
+    let accepts = |t: &str| matches(&g.rule(g.start).expr, &g.rules, t.as_bytes());
+    for (text, want) in [
+        (r#"{"a":1,"ab":2}"#, true),
+        (r#"{"a":1,"b":"x"}"#, true),
+        (r#"{"abc":"x","":"y","\n":"z"}"#, true),
+        (r#"{"a":1,"a":"x"}"#, false),
+        (r#"{"ab":"x"}"#, false),
+        (r#"{"b":"x","a":1}"#, false),
+    ] {
+        assert_eq!(accepts(text), want, "{text}");
+    }
+}
+
+#[test]
+fn key_except_direct() {
+    let e = stencil_grammar::key_except(&["a".to_string(), "ab".to_string()]).unwrap();
+    for (k, want) in [
+        ("a", false),
+        ("ab", false),
+        ("abc", true),
+        ("b", true),
+        ("", true),
+    ] {
+        assert_eq!(stencil_grammar::matches(&e, &[], k.as_bytes()), want, "{k}");
+    }
+}

@@ -87,6 +87,13 @@ impl Constraint {
             limits.max_nfa_states,
             limits.max_intersection_states,
         )?;
+        if *TRACE {
+            eprintln!(
+                "grammar: {} rules, {} NFA states",
+                grammar.rules.len(),
+                nfa.states.len()
+            );
+        }
         let dfa = LazyDfa::new(nfa, limits.max_dfa_states);
         let c = Arc::new(Self {
             trie,
@@ -216,7 +223,7 @@ static PLAIN_SEQUENCES: std::sync::LazyLock<Vec<Vec<(u8, u8)>>> =
     std::sync::LazyLock::new(crate::trie::plain_char_sequences);
 
 /// Most states a plain-text depth search visits before settling for the level reached.
-const DEPTH_SEARCH_STATES: usize = 4096;
+const DEPTH_SEARCH_STATES: usize = 256;
 
 impl Inner {
     /// The states one plain character leads to from `s` (`None` if some plain character dies
@@ -228,7 +235,11 @@ impl Inner {
         if self.moves[s as usize].is_none() {
             let mut succ = Vec::new();
             let alive = plain_successors(&mut self.dfa, s, &mut succ)?;
-            self.moves[s as usize] = Some(if alive { Some(succ.into_boxed_slice()) } else { None });
+            self.moves[s as usize] = Some(if alive {
+                Some(succ.into_boxed_slice())
+            } else {
+                None
+            });
         }
         Ok(self.moves[s as usize].as_ref().and_then(|m| m.as_deref()))
     }
@@ -249,7 +260,9 @@ impl Inner {
         let d = 'search: loop {
             next.clear();
             for i in 0..level.len() {
-                let Some(moves) = self.plain_moves(level[i])? else { break 'search depth };
+                let Some(moves) = self.plain_moves(level[i])? else {
+                    break 'search depth;
+                };
                 for &t in moves {
                     if seen.insert(t) {
                         next.push(t);

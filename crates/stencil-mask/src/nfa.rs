@@ -37,6 +37,7 @@ pub(crate) struct Builder<'g> {
     memo: HashMap<(usize, StateId), StateId>,
     grammar: Option<&'g Grammar>,
     dfa_limit: usize,
+    dfa_memo: HashMap<String, ExplicitDfa>,
 }
 
 /// An explicit complete-or-partial DFA: `trans[s][b]` (`DEAD` if none).
@@ -56,11 +57,22 @@ impl Nfa {
             memo: HashMap::new(),
             grammar: Some(g),
             dfa_limit,
+            dfa_memo: HashMap::new(),
         };
         let accept = b.push(NState::Accept)?;
         let mut rule_entry = Vec::with_capacity(g.rules.len());
+        let trace = std::env::var_os("STENCIL_TRACE_MASK").is_some();
         for r in &g.rules {
+            let before = b.states.len();
             let entry = b.compile(&r.expr, accept)?;
+            if trace {
+                eprintln!(
+                    "rule {:?}: {} NFA states, expression size {}",
+                    r.name,
+                    b.states.len() - before,
+                    r.expr.size()
+                );
+            }
             rule_entry.push(entry);
         }
         Ok(Nfa {
@@ -219,8 +231,19 @@ impl Builder<'_> {
         Ok(base)
     }
 
-    /// Determinizes a call-free expression into an explicit DFA.
+    /// Determinizes a call-free expression into an explicit DFA, once per distinct expression
+    /// (schemas repeat the same key and string languages many times).
     fn materialize(&mut self, e: &Expr) -> Result<ExplicitDfa, MaskError> {
+        let key = format!("{e:?}");
+        if let Some(d) = self.dfa_memo.get(&key) {
+            return Ok(d.clone());
+        }
+        let d = self.materialize_uncached(e)?;
+        self.dfa_memo.insert(key, d.clone());
+        Ok(d)
+    }
+
+    fn materialize_uncached(&mut self, e: &Expr) -> Result<ExplicitDfa, MaskError> {
         if e.has_call() {
             return Err(MaskError::Grammar(
                 stencil_grammar::GrammarError::InvalidSchema {
@@ -248,10 +271,12 @@ impl Builder<'_> {
                     memo: HashMap::new(),
                     grammar: self.grammar,
                     dfa_limit: self.dfa_limit,
+                    dfa_memo: std::mem::take(&mut self.dfa_memo),
                 };
                 let accept = sub.push(NState::Accept)?;
-                let entry = sub.compile(other, accept)?;
-                determinize(&sub.states, entry, self.dfa_limit)
+                let entry = sub.compile(other, accept);
+                self.dfa_memo = std::mem::take(&mut sub.dfa_memo);
+                determinize(&sub.states, entry?, self.dfa_limit)
             }
         }
     }
@@ -414,7 +439,32 @@ fn complement(d: &ExplicitDfa) -> ExplicitDfa {
     out
 }
 
+/// Byte ranges that no row of `dfas` tells apart.
+fn joint_classes(dfas: &[&ExplicitDfa]) -> Vec<(u8, u8)> {
+    let mut boundary = [false; 256];
+    boundary[0] = true;
+    for d in dfas {
+        for row in &d.trans {
+            for b in 1..256 {
+                if row[b] != row[b - 1] {
+                    boundary[b] = true;
+                }
+            }
+        }
+    }
+    let mut classes = Vec::new();
+    let mut start = 0usize;
+    for b in 1..=256usize {
+        if b == 256 || boundary[b] {
+            classes.push((start as u8, (b - 1) as u8));
+            start = b;
+        }
+    }
+    classes
+}
+
 fn product(a: &ExplicitDfa, b: &ExplicitDfa, limit: usize) -> Result<ExplicitDfa, MaskError> {
+    let classes = joint_classes(&[a, b]);
     let mut map: HashMap<(u32, u32), u32> = HashMap::new();
     let mut pairs = vec![(0u32, 0u32)];
     map.insert((0, 0), 0);
@@ -426,8 +476,11 @@ fn product(a: &ExplicitDfa, b: &ExplicitDfa, limit: usize) -> Result<ExplicitDfa
     while i < pairs.len() {
         let (x, y) = pairs[i];
         let mut row = [DEAD; 256];
-        for (c, slot) in row.iter_mut().enumerate() {
-            let (tx, ty) = (a.trans[x as usize][c], b.trans[y as usize][c]);
+        for &(lo, hi) in &classes {
+            let (tx, ty) = (
+                a.trans[x as usize][lo as usize],
+                b.trans[y as usize][lo as usize],
+            );
             if tx == DEAD || ty == DEAD {
                 continue;
             }
@@ -447,7 +500,7 @@ fn product(a: &ExplicitDfa, b: &ExplicitDfa, limit: usize) -> Result<ExplicitDfa
                     id
                 }
             };
-            *slot = id;
+            row[lo as usize..=hi as usize].fill(id);
         }
         out.trans.push(row);
         out.accept
@@ -457,17 +510,27 @@ fn product(a: &ExplicitDfa, b: &ExplicitDfa, limit: usize) -> Result<ExplicitDfa
     Ok(trim(out))
 }
 
-/// Removes states that cannot reach acceptance (keeps state 0), so dead prefixes die early.
+/// Removes transitions into states that cannot reach acceptance (keeps state 0), so dead
+/// prefixes die early. Backward search from the accepting states.
 fn trim(d: ExplicitDfa) -> ExplicitDfa {
     let n = d.trans.len();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (s, row) in d.trans.iter().enumerate() {
+        let mut last = DEAD;
+        for &t in row.iter() {
+            if t != DEAD && t != last {
+                preds[t as usize].push(s as u32);
+                last = t;
+            }
+        }
+    }
     let mut live = d.accept.clone();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for s in 0..n {
-            if !live[s] && d.trans[s].iter().any(|&t| t != DEAD && live[t as usize]) {
-                live[s] = true;
-                changed = true;
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
+    while let Some(t) = stack.pop() {
+        for &p in &preds[t as usize] {
+            if !live[p as usize] {
+                live[p as usize] = true;
+                stack.push(p);
             }
         }
     }

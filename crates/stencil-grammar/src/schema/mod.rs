@@ -30,6 +30,9 @@ const STRING: usize = 3;
 const ARRAY: usize = 4;
 const OBJECT: usize = 5;
 
+/// Size (expression nodes) above which a `$ref` target becomes rules instead of being inlined.
+const SHARE_REF_NODES: usize = 400;
+
 /// One expression per JSON type: the serializations of valid instances of that type.
 type Parts = [Expr; 6];
 
@@ -74,6 +77,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
             expr: Expr::Nothing,
         }],
         ref_rules: HashMap::new(),
+        ref_memo: HashMap::new(),
         inline_stack: Vec::new(),
         any_rule: None,
         warnings: Vec::new(),
@@ -108,6 +112,8 @@ struct Compiler<'a> {
     rules: Vec<Rule>,
     /// `$ref` target pointer -> rule, for targets re-entered while being compiled.
     ref_rules: HashMap<String, RuleId>,
+    /// Compiled parts of non-recursive `$ref` targets, reused at every reference.
+    ref_memo: HashMap<String, Parts>,
     /// `$ref` targets being inlined right now (outermost first).
     inline_stack: Vec<String>,
     any_rule: Option<RuleId>,
@@ -238,10 +244,44 @@ impl Compiler<'_> {
         if self.inline_stack.len() > 64 {
             return Err(GrammarError::invalid(ptr, "$ref chain deeper than 64"));
         }
+        if let Some(p) = self.ref_memo.get(&tptr) {
+            return Ok(p.clone());
+        }
         self.inline_stack.push(tptr.clone());
         let out = self.parts(&target, &tptr);
         self.inline_stack.pop();
-        out
+        let out = out?;
+        if self.ref_rules.contains_key(&tptr) {
+            // Became recursive while compiling: the recursive path already uses the rule.
+            return Ok(out);
+        }
+        // A large target used in several places is compiled once, as one rule per JSON type
+        // (calls keep the automaton small; per-type rules keep `oneOf`/`not` type-precise).
+        let size: usize = out.iter().map(Expr::size).sum();
+        let shared = if size > SHARE_REF_NODES {
+            std::array::from_fn(|t| {
+                if out[t].is_nothing() {
+                    Expr::Nothing
+                } else {
+                    let id = RuleId(self.rules.len() as u32);
+                    self.rules.push(Rule {
+                        name: format!("{tptr} ({})", TYPES[t]),
+                        expr: out[t].clone(),
+                    });
+                    Expr::Call(id)
+                }
+            })
+        } else {
+            out
+        };
+        if !shared
+            .iter()
+            .any(|e| e.has_call() && !matches!(e, Expr::Call(_)))
+            || size > SHARE_REF_NODES
+        {
+            self.ref_memo.insert(tptr, shared.clone());
+        }
+        Ok(shared)
     }
 
     /// A rule call, attributed to the types the target can have (so `oneOf`/`not` can still
@@ -797,9 +837,11 @@ impl Compiler<'_> {
         // and intersecting would cost a determinization of the pattern.
         let implied = min <= 1
             && max.is_none()
-            && patterns
-                .iter()
-                .any(|p| p.as_str().and_then(crate::regex::pattern_min_len).is_some_and(|n| n >= 1));
+            && patterns.iter().any(|p| {
+                p.as_str()
+                    .and_then(crate::regex::pattern_min_len)
+                    .is_some_and(|n| n >= 1)
+            });
         if (min > 0 || max.is_some()) && !implied {
             parts.push(Expr::repeat(any_string_char(), min, max));
         }
@@ -1193,7 +1235,10 @@ impl Compiler<'_> {
                 self.json.ws(),
                 value,
             ]);
-            members.push((member, is_required));
+            // Shared: the member follows the same continuation whether or not it is the first
+            // one written, so it is compiled once (nested objects would otherwise double at
+            // every level).
+            members.push((Expr::shared(member), is_required));
         }
         // Members not declared: keys matching patterns, then the rest under additionalProperties.
         let declared_names = Expr::alt(declared.iter().map(|(n, _)| {
@@ -1224,7 +1269,16 @@ impl Compiler<'_> {
             if value.is_nothing() {
                 continue;
             }
-            let mut key_parts = vec![any_key.clone()];
+            // The common case, no patterns: "any key but the declared ones" as a plain
+            // expression (no intersection to build).
+            let except = if n == 0 && !declared.is_empty() {
+                crate::json::key_except(
+                    &declared.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+                )
+            } else {
+                None
+            };
+            let mut key_parts = vec![except.clone().unwrap_or_else(|| any_key.clone())];
             for (i, content) in pattern_contents.iter().enumerate() {
                 if inside.contains(&i) {
                     key_parts.push(content.clone());
@@ -1232,17 +1286,13 @@ impl Compiler<'_> {
                     key_parts.push(Expr::Not(Box::new(content.clone())));
                 }
             }
-            if !declared.is_empty() {
+            if !declared.is_empty() && except.is_none() {
                 key_parts.push(Expr::Not(Box::new(declared_names.clone())));
             }
             if let Some(nc) = &names_content {
                 key_parts.push(nc.clone());
             }
-            let key = if key_parts.len() == 1 {
-                any_key.clone()
-            } else {
-                Expr::and(key_parts)
-            };
+            let key = Expr::and(key_parts);
             let value = self.share(value, &vptr);
             extra_members.push(Expr::concat([
                 self.json.quoted(key),
