@@ -225,6 +225,9 @@ static PLAIN_SEQUENCES: std::sync::LazyLock<Vec<Vec<(u8, u8)>>> =
 /// Most states a plain-text depth search visits before settling for the level reached.
 const DEPTH_SEARCH_STATES: usize = 256;
 
+/// Most new DFA states a plain-text depth search may build.
+const DEPTH_SEARCH_NEW_STATES: usize = 200;
+
 impl Inner {
     /// The states one plain character leads to from `s` (`None` if some plain character dies
     /// on the way), computed once per state.
@@ -253,6 +256,7 @@ impl Inner {
             return Ok(d);
         }
         let cap = *PLAIN_LEVELS.last().unwrap_or(&32);
+        let states_before = self.dfa.num_states();
         let mut seen: std::collections::HashSet<u32> = std::collections::HashSet::from([s]);
         let mut level = vec![s];
         let mut next = Vec::new();
@@ -273,7 +277,11 @@ impl Inner {
             if next.is_empty() {
                 break INFINITE;
             }
-            if depth >= cap || seen.len() > DEPTH_SEARCH_STATES {
+            // Bounded work: visiting known states is cheap, building new ones is not.
+            if depth >= cap
+                || seen.len() > DEPTH_SEARCH_STATES
+                || self.dfa.num_states() > states_before + DEPTH_SEARCH_NEW_STATES
+            {
                 break depth.min(cap);
             }
             std::mem::swap(&mut level, &mut next);

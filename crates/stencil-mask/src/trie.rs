@@ -93,7 +93,7 @@ pub struct TokenTrie {
 
 /// Character counts at which plain-token sets are precomputed (the last level, not listed, is
 /// "any length").
-pub(crate) const PLAIN_LEVELS: [u32; 6] = [1, 2, 4, 8, 16, 32];
+pub(crate) const PLAIN_LEVELS: [u32; 8] = [2, 4, 6, 8, 10, 12, 16, 32];
 
 /// Byte-range sequences of one plain (unescaped) JSON string character.
 pub(crate) fn plain_char_sequences() -> Vec<Vec<(u8, u8)>> {
