@@ -68,48 +68,25 @@ pub fn run(args: TestSuiteArgs) -> Result<()> {
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             replay(m, &tokens, &mut mask, &mut times)
                         }));
-                        match (valid, result) {
-                            (true, Ok(Outcome::Accepted)) | (false, Ok(Outcome::Rejected(_))) => {
+                        // An engine error or a panic is a wrong answer whatever the instance.
+                        let (accepted, detail) = match result {
+                            Ok(Outcome::Accepted) => (true, String::new()),
+                            Ok(Outcome::Rejected(why)) => (false, why),
+                            Ok(Outcome::Failed(why)) => (!valid, format!("engine error: {why}")),
+                            Err(_) => (!valid, "panic".to_string()),
+                        };
+                        match (valid, accepted) {
+                            (true, true) | (false, false) => {
                                 pass += 1;
                                 ("pass", String::new())
                             }
-                            (false, Ok(Outcome::Accepted)) => {
+                            (false, true) => {
                                 fp += 1;
-                                ("false_positive", String::new())
+                                ("false_positive", detail)
                             }
-                            (true, Ok(Outcome::Rejected(why))) => {
+                            (true, false) => {
                                 fneg += 1;
-                                ("false_negative", why)
-                            }
-                            (_, Ok(Outcome::Failed(why))) => {
-                                if valid {
-                                    fneg += 1
-                                } else {
-                                    fp += 1
-                                }
-                                (
-                                    if valid {
-                                        "false_negative"
-                                    } else {
-                                        "false_positive"
-                                    },
-                                    format!("engine error: {why}"),
-                                )
-                            }
-                            (_, Err(_)) => {
-                                if valid {
-                                    fneg += 1
-                                } else {
-                                    fp += 1
-                                }
-                                (
-                                    if valid {
-                                        "false_negative"
-                                    } else {
-                                        "false_positive"
-                                    },
-                                    "panic".to_string(),
-                                )
+                                ("false_negative", detail)
                             }
                         }
                     }

@@ -7,31 +7,15 @@
 //! `tests/baselines/`: anything that passed there must still pass (a regression fails), and an
 //! improvement rewrites the baseline file so the ratchet moves up.
 
+#[path = "../../stencil-runtime/tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = repo_root().join("../shared/data").join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: {} not found; skipping this test (it needs ../shared/data beside the repo)",
-            p.display()
-        );
-        None
-    }
-}
 
 fn stencil(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_stencil"))
@@ -52,7 +36,7 @@ fn last_json_line(stdout: &str) -> Value {
 
 /// Compares `passing` with the baseline's list: regressions fail, improvements update the file.
 fn ratchet(name: &str, summary: Value, passing: BTreeSet<String>) {
-    let path = repo_root().join("tests/baselines").join(name);
+    let path = common::repo_root().join("tests/baselines").join(name);
     let baseline: Value = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -88,8 +72,8 @@ fn ratchet(name: &str, summary: Value, passing: BTreeSet<String>) {
 #[test]
 fn json_schema_test_suite_ratchet() {
     let (Some(suite), Some(tok)) = (
-        shared("json-schema-test-suite/pinned-78048ea/tests/draft2020-12"),
-        shared("tokenizers/smollm2-135m-instruct/tokenizer.json"),
+        common::shared_data("json-schema-test-suite/pinned-78048ea/tests/draft2020-12"),
+        common::shared_data("tokenizers/smollm2-135m-instruct/tokenizer.json"),
     ) else {
         return;
     };
@@ -138,8 +122,8 @@ fn json_schema_test_suite_ratchet() {
 #[test]
 fn maskbench_sample_ratchet() {
     let (Some(data), Some(tok)) = (
-        shared("maskbench"),
-        shared("tokenizers/smollm2-135m-instruct/tokenizer.json"),
+        common::shared_data("maskbench"),
+        common::shared_data("tokenizers/smollm2-135m-instruct/tokenizer.json"),
     ) else {
         return;
     };

@@ -104,27 +104,30 @@ fn hex4_non_surrogate() -> Expr {
     ])
 }
 
-pub fn any_string_char() -> Expr {
-    let hex4_non_surrogate = hex4_non_surrogate();
-    Expr::alt([
-        Expr::chars(plain_chars()),
-        Expr::concat([
-            Expr::literal("\\"),
-            Expr::alt([
-                Expr::Bytes(vec![
-                    (b'"', b'"'),
-                    (b'\\', b'\\'),
-                    (b'/', b'/'),
-                    (b'b', b'b'),
-                    (b'f', b'f'),
-                    (b'n', b'n'),
-                    (b'r', b'r'),
-                    (b't', b't'),
-                ]),
-                Expr::concat([Expr::literal("u"), hex4_non_surrogate]),
+/// One escape sequence inside a JSON string (`\"`, `\n`, `\u00e9`, ...), lone surrogates
+/// excluded, so each one stands for exactly one character.
+fn escape_unit() -> Expr {
+    Expr::concat([
+        Expr::literal("\\"),
+        Expr::alt([
+            Expr::Bytes(vec![
+                (b'"', b'"'),
+                (b'\\', b'\\'),
+                (b'/', b'/'),
+                (b'b', b'b'),
+                (b'f', b'f'),
+                (b'n', b'n'),
+                (b'r', b'r'),
+                (b't', b't'),
             ]),
+            Expr::concat([Expr::literal("u"), hex4_non_surrogate()]),
         ]),
     ])
+}
+
+/// Any character inside a JSON string: raw, or any escape JSON allows.
+pub fn any_string_char() -> Expr {
+    Expr::alt([Expr::chars(plain_chars()), escape_unit()])
 }
 
 impl Json {
@@ -391,22 +394,7 @@ pub fn key_except(names: &[String]) -> Option<Expr> {
     let ascii = CharRanges::new(vec![('\0', '\u{7f}')]);
     let parts = KeyParts {
         any_tail: Expr::shared(Expr::star(any_string_char())),
-        escapes: Expr::shared(Expr::concat([
-            Expr::literal("\\"),
-            Expr::alt([
-                Expr::Bytes(vec![
-                    (b'"', b'"'),
-                    (b'\\', b'\\'),
-                    (b'/', b'/'),
-                    (b'b', b'b'),
-                    (b'f', b'f'),
-                    (b'n', b'n'),
-                    (b'r', b'r'),
-                    (b't', b't'),
-                ]),
-                Expr::concat([Expr::literal("u"), hex4_non_surrogate()]),
-            ]),
-        ])),
+        escapes: Expr::shared(escape_unit()),
         // Shared, so each trie node adds only its own ASCII ranges to the automaton.
         non_ascii: Expr::shared(Expr::chars(plain_chars().subtract(&ascii))),
         ascii,

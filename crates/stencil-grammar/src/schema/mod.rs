@@ -808,23 +808,10 @@ impl Compiler<'_> {
     /// The text between the quotes of a string valid under `m`'s string keywords.
     fn string_content(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
         let mut parts = Vec::new();
-        let count = |k: &str| -> Result<Option<u32>, GrammarError> {
-            match m.get(k) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_u64()
-                    .or_else(|| {
-                        v.as_f64()
-                            .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                            .map(|f| f as u64)
-                    })
-                    .map(|n| Some(n.min(u32::MAX as u64) as u32))
-                    .ok_or_else(|| {
-                        GrammarError::invalid(ptr, format!("{k} must be a non-negative integer"))
-                    }),
-            }
-        };
-        let (min, max) = (count("minLength")?.unwrap_or(0), count("maxLength")?);
+        let (min, max) = (
+            self.count(m, "minLength", ptr)?.unwrap_or(0),
+            self.count(m, "maxLength", ptr)?,
+        );
         if max.is_some_and(|x| x < min) {
             return Ok(Expr::Nothing);
         }
