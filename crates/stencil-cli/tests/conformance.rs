@@ -8,7 +8,6 @@
 //! improvement rewrites the baseline file so the ratchet moves up.
 
 #[path = "../../stencil-runtime/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::collections::BTreeSet;

@@ -263,8 +263,8 @@ impl Inner {
         let mut depth = 0;
         let d = 'search: loop {
             next.clear();
-            for i in 0..level.len() {
-                let Some(moves) = self.plain_moves(level[i])? else {
+            for &x in &level {
+                let Some(moves) = self.plain_moves(x)? else {
                     break 'search depth;
                 };
                 for &t in moves {

@@ -454,8 +454,8 @@ fn joint_classes(dfas: &[&ExplicitDfa]) -> Vec<(u8, u8)> {
     }
     let mut classes = Vec::new();
     let mut start = 0usize;
-    for b in 1..=256usize {
-        if b == 256 || boundary[b] {
+    for (b, &is_start) in boundary.iter().enumerate().skip(1).chain([(256, &true)]) {
+        if is_start {
             classes.push((start as u8, (b - 1) as u8));
             start = b;
         }
