@@ -18,15 +18,22 @@ fn trie() -> &'static Arc<TokenTrie> {
     static TRIE: OnceLock<Arc<TokenTrie>> = OnceLock::new();
     TRIE.get_or_init(|| {
         // Single characters, JSON punctuation runs and a few words: tokens that span lexemes.
-        let mut toks: Vec<Option<String>> = (0x20u8..0x7f).map(|b| Some((b as char).to_string())).collect();
-        for t in ["{\"", "\":", "\",\"", "\"}", "[\"", "\"]", "true", "false", "null", "12", "0.5", "e+", "ab", " \"", "\\n", "é", "中文", "\n  "] {
+        let mut toks: Vec<Option<String>> = (0x20u8..0x7f)
+            .map(|b| Some((b as char).to_string()))
+            .collect();
+        for t in [
+            "{\"", "\":", "\",\"", "\"}", "[\"", "\"]", "true", "false", "null", "12", "0.5", "e+",
+            "ab", " \"", "\\n", "é", "中文", "\n  ",
+        ] {
             toks.push(Some(t.to_string()));
         }
         toks.push(Some("</s>".into()));
         let eos = toks.len() as u32 - 1;
         let mut special = vec![false; toks.len()];
         special[eos as usize] = true;
-        let vocab = Vocab::from_token_strings(&toks, &special, VocabStyle::SentencePiece, vec![eos]).expect("vocab");
+        let vocab =
+            Vocab::from_token_strings(&toks, &special, VocabStyle::SentencePiece, vec![eos])
+                .expect("vocab");
         Arc::new(TokenTrie::new(&vocab))
     })
 }
@@ -47,16 +54,23 @@ fuzz_target!(|data: &[u8]| {
         max_expr_nodes: 200_000,
         ..Options::default()
     };
-    let Ok(compiled) = compile(&spec, &opts) else { return };
+    let Ok(compiled) = compile(&spec, &opts) else {
+        return;
+    };
     let limits = Limits {
         max_nfa_states: 200_000,
         max_dfa_states: 20_000,
         max_intersection_states: 5_000,
+        max_work_per_step: 2_000_000,
         ..Limits::default()
     };
     let trie = trie();
-    let Ok(constraint) = Constraint::new(&compiled.grammar, trie.clone(), limits) else { return };
-    let Ok(mut m) = constraint.matcher() else { return };
+    let Ok(constraint) = Constraint::new(&compiled.grammar, trie.clone(), limits) else {
+        return;
+    };
+    let Ok(mut m) = constraint.matcher() else {
+        return;
+    };
     let eos = trie.eos_ids()[0];
     let mut mask = TokenSet::new(trie.vocab_size());
     let mut prev: Vec<TokenSet> = Vec::new();

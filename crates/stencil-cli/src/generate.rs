@@ -1,8 +1,12 @@
 //! `stencil generate`.
 
 use std::io::Write;
+use std::sync::Arc;
 
-use clap::Args;
+use anyhow::Context;
+use clap::{ArgGroup, Args};
+use stencil_grammar::{compile, Constraint as Spec, Options};
+use stencil_mask::{Constraint, Limits, TokenTrie};
 use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
 use stencil_runtime::generate::{generate, GenerateParams};
 use stencil_runtime::sampler::SamplingParams;
@@ -10,6 +14,7 @@ use stencil_runtime::sampler::SamplingParams;
 use crate::ModelArgs;
 
 #[derive(Args, Debug)]
+#[command(group(ArgGroup::new("constraint").multiple(false)))]
 pub struct GenerateArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -40,6 +45,21 @@ pub struct GenerateArgs {
     /// Stop before this string (repeatable); it is not printed.
     #[arg(long)]
     pub stop: Vec<String>,
+    /// Constrain the output to this JSON Schema (a file, or the schema itself as JSON).
+    #[arg(long, group = "constraint")]
+    pub json_schema: Option<String>,
+    /// Constrain the whole output to match this regex (Rust `regex` syntax).
+    #[arg(long, group = "constraint")]
+    pub regex: Option<String>,
+    /// Constrain the output to one of these strings (repeatable).
+    #[arg(long, group = "constraint")]
+    pub choice: Vec<String>,
+    /// Constrain the output to any JSON value.
+    #[arg(long, group = "constraint")]
+    pub json: bool,
+    /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
+    #[arg(long)]
+    pub lenient: bool,
     /// When the prompt is too long: `error`, or `drop-oldest-turns`.
     #[arg(long, default_value = "error", value_parser = ["error", "drop-oldest-turns"])]
     pub truncation: String,
@@ -55,11 +75,17 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     sampling.validate()?;
+    let spec = constraint_spec(&args)?;
     let loaded = args.model.load()?;
+    let constraint = match &spec {
+        Some(spec) => Some(build_constraint(spec, &loaded.tokenizer, args.lenient)?),
+        None => None,
+    };
     let params = GenerateParams {
         max_tokens: args.max_tokens,
         sampling,
         stop: args.stop.clone(),
+        constraint,
     };
     let prompt = if args.raw {
         loaded.tokenizer.encode(&args.prompt, true)?
@@ -96,7 +122,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             let _ = stdout.flush();
         },
     )?;
-    let _ = writeln!(stdout);
+    // A constrained output is printed exactly as generated.
+    if spec.is_none() {
+        let _ = writeln!(stdout);
+    }
     let decode_ms = result.timings.decode_ms_per_token(&result.usage);
     eprintln!(
         "finish_reason={} prompt_tokens={} completion_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
@@ -109,4 +138,46 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         1e3 / decode_ms,
     );
     Ok(())
+}
+
+/// The constraint asked for on the command line, if any.
+fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<Spec>> {
+    Ok(if let Some(s) = &args.json_schema {
+        let path = std::path::Path::new(s);
+        let text = if path.is_file() {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        } else {
+            s.clone()
+        };
+        let schema = serde_json::from_str(&text).with_context(|| {
+            format!("--json-schema {s:?} is neither a readable file nor valid JSON")
+        })?;
+        Some(Spec::JsonSchema(schema))
+    } else if let Some(re) = &args.regex {
+        Some(Spec::Regex(re.clone()))
+    } else if !args.choice.is_empty() {
+        Some(Spec::Choice(args.choice.clone()))
+    } else if args.json {
+        Some(Spec::AnyJson)
+    } else {
+        None
+    })
+}
+
+/// Compiles a constraint for the model's vocabulary.
+fn build_constraint(
+    spec: &Spec,
+    tokenizer: &stencil_runtime::tokenizer::Tokenizer,
+    lenient: bool,
+) -> anyhow::Result<Arc<Constraint>> {
+    let options = Options {
+        lenient,
+        ..Options::default()
+    };
+    let compiled = compile(spec, &options)?;
+    for w in &compiled.warnings {
+        eprintln!("warning: {w}");
+    }
+    let trie = Arc::new(TokenTrie::new(tokenizer.vocab()));
+    Ok(Constraint::new(&compiled.grammar, trie, Limits::default())?)
 }

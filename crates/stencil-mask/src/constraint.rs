@@ -23,6 +23,9 @@ pub struct Limits {
     pub max_call_depth: usize,
     /// Per-state masks kept in the cache (each is vocab/8 bytes).
     pub max_cached_masks: usize,
+    /// Automaton work (NFA states visited while building new transitions) allowed for one
+    /// mask or one commit: the guarantee that no step hangs.
+    pub max_work_per_step: u64,
 }
 
 impl Default for Limits {
@@ -34,6 +37,7 @@ impl Default for Limits {
             max_parses: 64,
             max_call_depth: 128,
             max_cached_masks: 4096,
+            max_work_per_step: 200_000_000,
         }
     }
 }

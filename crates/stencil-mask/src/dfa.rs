@@ -34,6 +34,10 @@ pub(crate) struct LazyDfa {
     /// computed once per class and filled in for all its bytes.
     class_of: [u8; 256],
     class_bytes: Vec<Vec<u8>>,
+    /// Work left (NFA states visited by new transitions) before the current operation is
+    /// refused with [`MaskError::TooMuchWork`].
+    fuel: u64,
+    fuel_limit: u64,
 }
 
 /// Byte classes from the boundaries of every byte range in the NFA.
@@ -77,6 +81,8 @@ impl LazyDfa {
             limit,
             class_of,
             class_bytes,
+            fuel: u64::MAX,
+            fuel_limit: u64::MAX,
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
@@ -88,6 +94,12 @@ impl LazyDfa {
             has_calls: false,
         });
         d
+    }
+
+    /// Grants `limit` units of work to the next operation (a mask, a commit).
+    pub fn refuel(&mut self, limit: u64) {
+        self.fuel = limit;
+        self.fuel_limit = limit;
     }
 
     pub fn num_states(&self) -> usize {
@@ -167,6 +179,14 @@ impl LazyDfa {
                 }
             }
         }
+        let cost = (self.sets[s as usize].len() + 1) as u64;
+        if cost > self.fuel {
+            self.seeds = seeds;
+            return Err(MaskError::TooMuchWork {
+                limit: self.fuel_limit,
+            });
+        }
+        self.fuel -= cost;
         let t = if seeds.is_empty() {
             Ok(DEAD)
         } else {

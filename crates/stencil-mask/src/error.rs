@@ -13,6 +13,8 @@ pub enum MaskError {
     },
     #[error("the grammar is too ambiguous: {given} parses alive at once (limit {limit})")]
     TooAmbiguous { given: usize, limit: usize },
+    #[error("computing this mask needed more than {limit} units of automaton work; simplify the constraint or raise the limit")]
+    TooMuchWork { limit: u64 },
     #[error("rule calls nested deeper than {limit}")]
     TooDeep { limit: usize },
     #[error("rule {rule:?} can call itself without consuming input (left recursion)")]

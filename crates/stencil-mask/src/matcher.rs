@@ -187,6 +187,7 @@ impl Matcher {
     pub(crate) fn new(constraint: Arc<Constraint>) -> Result<Self, MaskError> {
         let start = {
             let mut inner = constraint.lock();
+            inner.dfa.refuel(constraint.limits.max_work_per_step);
             let r = inner.dfa.start_rule();
             inner.dfa.rule_start(r)?
         };
@@ -222,6 +223,7 @@ impl Matcher {
         let trie = &constraint.trie;
         let mut guard = constraint.lock();
         let inner: &mut Inner = &mut guard;
+        inner.dfa.refuel(constraint.limits.max_work_per_step);
         if self.finished {
             mask.clear();
             return Ok(());
@@ -321,6 +323,7 @@ impl Matcher {
         let constraint = self.constraint.clone();
         let mut guard = constraint.lock();
         let inner: &mut Inner = &mut guard;
+        inner.dfa.refuel(constraint.limits.max_work_per_step);
         let mut st = Stepper {
             dfa: &mut inner.dfa,
             arena: &mut self.arena,
@@ -371,6 +374,7 @@ impl Matcher {
         let constraint = self.constraint.clone();
         let mut guard = constraint.lock();
         let inner: &mut Inner = &mut guard;
+        inner.dfa.refuel(constraint.limits.max_work_per_step);
         let arena_len = self.arena.len();
         let mut st = Stepper {
             dfa: &mut inner.dfa,

@@ -315,3 +315,35 @@ fn random_generation_is_valid_json_schema_output() {
         );
     }
 }
+
+#[test]
+fn work_per_step_is_bounded() {
+    let vocab = tiny_vocab("ab");
+    let g = compile(&Spec::Regex("(a|b)*a(a|b){12}".into()), &Options::default())
+        .unwrap()
+        .grammar;
+    let limits = Limits {
+        max_work_per_step: 40,
+        ..Limits::default()
+    };
+    let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), limits).unwrap();
+    let mut m = c.matcher().unwrap();
+    let mut mask = TokenSet::new(vocab.len());
+    // Each step builds new states for the letters seen; some step runs out of work.
+    let mut rng = StdRng::seed_from_u64(5);
+    let three: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&i| vocab.token_bytes(i).len() == 3)
+        .collect();
+    let mut err = None;
+    for _ in 0..50 {
+        let t = three[rng.random_range(0..three.len())];
+        if let Err(e) = m.compute_mask(&mut mask).and_then(|_| m.commit(t)) {
+            err = Some(e);
+            break;
+        }
+    }
+    assert!(
+        matches!(err, Some(MaskError::TooMuchWork { limit: 40 })),
+        "{err:?}"
+    );
+}

@@ -35,6 +35,8 @@ pub enum RuntimeError {
     Device(String),
     #[error("model `{spec}` could not be resolved: {reason}")]
     ModelNotFound { spec: String, reason: String },
+    #[error("constraint: {0}")]
+    Constraint(#[from] stencil_mask::MaskError),
     #[error("invalid sampling parameters: {0}")]
     Sampling(String),
     #[error("{context}: {source}")]

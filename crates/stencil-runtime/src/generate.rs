@@ -2,10 +2,16 @@
 //!
 //! [`Generator`] is an iterator of final text chunks (whole UTF-8 characters, never part of a
 //! stop string). [`generate`] drives it with a callback and returns the full [`Generation`].
+//!
+//! With a [`Constraint`] in [`GenerateParams::constraint`], every step masks the logits of the
+//! tokens the constraint forbids (`-inf`, so the sampler never picks them), end-of-sequence is
+//! possible only once the output is complete, and a `max_tokens` cut reports `length`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use stencil_mask::{Constraint, Matcher, TokenSet};
 use stencil_vocab::TokenKind;
 
 use crate::error::{CandleContext, Result, RuntimeError};
@@ -19,8 +25,12 @@ use crate::tokenizer::Tokenizer;
 pub struct GenerateParams {
     pub max_tokens: usize,
     pub sampling: SamplingParams,
-    /// Generation ends *before* the first occurrence of any of these (not emitted).
+    /// Generation ends *before* the first occurrence of any of these (not emitted). With a
+    /// constraint they are not applied: the constraint decides where the output ends, so a stop
+    /// string can never cut a value short.
     pub stop: Vec<String>,
+    /// Output constraint, compiled for this model's vocabulary.
+    pub constraint: Option<Arc<Constraint>>,
 }
 
 impl Default for GenerateParams {
@@ -29,6 +39,7 @@ impl Default for GenerateParams {
             max_tokens: 256,
             sampling: SamplingParams::default(),
             stop: Vec::new(),
+            constraint: None,
         }
     }
 }
@@ -92,6 +103,8 @@ pub struct Generator<'m> {
     finish: Option<FinishReason>,
     matched_stop: Option<String>,
     timings: Timings,
+    matcher: Option<Matcher>,
+    mask: TokenSet,
 }
 
 impl<'m> Generator<'m> {
@@ -114,6 +127,10 @@ impl<'m> Generator<'m> {
             });
         }
         let sampler = Sampler::new(params.sampling.clone())?;
+        let matcher = match &params.constraint {
+            Some(c) => Some(c.matcher()?),
+            None => None,
+        };
         let mut session = model.new_session()?;
         let start = Instant::now();
         let logits = session.forward(prompt)?;
@@ -126,7 +143,11 @@ impl<'m> Generator<'m> {
             session,
             tokenizer,
             sampler,
-            stream: TextStream::new(&params.stop),
+            stream: TextStream::new(if params.constraint.is_some() {
+                &[]
+            } else {
+                &params.stop
+            }),
             max_tokens: params.max_tokens.min(context - prompt.len()),
             logits,
             prompt_len: prompt.len(),
@@ -135,7 +156,28 @@ impl<'m> Generator<'m> {
             finish: None,
             matched_stop: None,
             timings,
+            mask: TokenSet::new(if matcher.is_some() {
+                tokenizer.vocab().len()
+            } else {
+                0
+            }),
+            matcher,
         })
+    }
+
+    /// Sets the logits of every token the constraint forbids to `-inf` (ids beyond the
+    /// tokenizer's vocabulary, which some models pad to, included).
+    fn apply_mask(&mut self, logits: &mut [f32]) -> Result<()> {
+        let Some(m) = self.matcher.as_mut() else {
+            return Ok(());
+        };
+        m.compute_mask(&mut self.mask)?;
+        for (id, l) in logits.iter_mut().enumerate() {
+            if !self.mask.contains(id as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        Ok(())
     }
 
     /// The next final text chunk, or `None` once generation has finished.
@@ -150,6 +192,7 @@ impl<'m> Generator<'m> {
             let start = Instant::now();
             let mut logits = std::mem::take(&mut self.logits);
             self.sampler.penalize(&mut logits, self.session.tokens());
+            self.apply_mask(&mut logits)?;
             let Some(token) = self.sampler.sample(&logits) else {
                 return Err(RuntimeError::Sampling(
                     "every token has probability zero (NaN or -inf logits)".into(),
@@ -161,6 +204,9 @@ impl<'m> Generator<'m> {
             if vocab.is_eos(token) {
                 self.timings.decode += start.elapsed();
                 return Ok(self.end(FinishReason::Stop));
+            }
+            if let Some(m) = self.matcher.as_mut() {
+                m.commit(token)?;
             }
             // Control tokens are not text; they are not shown.
             let event = if vocab.kind(token) == TokenKind::Normal {

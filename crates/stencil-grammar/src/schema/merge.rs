@@ -109,8 +109,15 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Rewrites draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` into the numeric form.
-pub fn normalize(m: &Obj) -> Obj {
+/// Rewrites draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` and OpenAPI `nullable` into
+/// their 2020-12 forms (borrowing when there is nothing to rewrite).
+pub fn normalize(m: &Obj) -> std::borrow::Cow<'_, Obj> {
+    let needs = m.contains_key("nullable")
+        || m.get("exclusiveMinimum").is_some_and(Value::is_boolean)
+        || m.get("exclusiveMaximum").is_some_and(Value::is_boolean);
+    if !needs {
+        return std::borrow::Cow::Borrowed(m);
+    }
     let mut m = m.clone();
     for (ex, bound) in [
         ("exclusiveMinimum", "minimum"),
@@ -140,7 +147,7 @@ pub fn normalize(m: &Obj) -> Obj {
     } else {
         m.remove("nullable");
     }
-    m
+    std::borrow::Cow::Owned(m)
 }
 
 fn type_set(v: &Value) -> Vec<String> {
@@ -212,8 +219,8 @@ const MAX_ANYOF_PRODUCT: usize = 64;
 /// Merges schema objects `a` and `b` (both already free of `$ref` and `allOf`... or not: those
 /// are carried along and expanded later). Returns `false` when the two provably contradict.
 pub fn merge(a: &Obj, b: &Obj, ptr: &str) -> Result<Value, GrammarError> {
-    let a = normalize(a);
-    let b = normalize(b);
+    let a = normalize(a).into_owned();
+    let b = normalize(b).into_owned();
     for key in ["unevaluatedProperties", "unevaluatedItems"] {
         if a.contains_key(key) || b.contains_key(key) {
             return Err(GrammarError::unsupported(

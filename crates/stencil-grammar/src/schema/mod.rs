@@ -298,7 +298,8 @@ impl Compiler<'_> {
     }
 
     fn object_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
-        let m = &normalize(m);
+        let normalized = normalize(m);
+        let m: &Obj = &normalized;
         for key in ["$dynamicRef", "$recursiveRef"] {
             if m.contains_key(key) {
                 self.refuse(key, ptr, "dynamic references are not supported")?;
