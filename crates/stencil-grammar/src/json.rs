@@ -77,8 +77,6 @@ pub fn string_chars_of(set: &CharRanges) -> Expr {
     Expr::alt(alts)
 }
 
-/// Any character inside a JSON string, with every escape form JSON allows except lone
-/// surrogates (`\uD800`-`\uDFFF`), so that each alternative is exactly one character.
 /// Four hex digits that are not a UTF-16 surrogate (`D800`-`DFFF`).
 fn hex4_non_surrogate() -> Expr {
     let hex = Expr::Bytes(vec![(b'0', b'9'), (b'a', b'f'), (b'A', b'F')]);

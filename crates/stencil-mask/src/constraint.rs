@@ -202,7 +202,9 @@ fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<boo
         for &(lo, hi) in seq {
             next.clear();
             for &x in &frontier {
-                for b in lo..=hi {
+                // One byte per byte class: the others of the class go to the same state.
+                let mut b = lo;
+                loop {
                     let t = dfa.next(x, b)?;
                     if t == DEAD {
                         return Ok(false);
@@ -210,6 +212,11 @@ fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<boo
                     if !next.contains(&t) {
                         next.push(t);
                     }
+                    let end = dfa.class_end(b);
+                    if end >= hi {
+                        break;
+                    }
+                    b = end + 1;
                 }
             }
             std::mem::swap(&mut frontier, &mut next);
@@ -265,21 +272,42 @@ impl Inner {
         let mut level = vec![s];
         let mut next = Vec::new();
         let mut depth = 0;
+        // Best bound found through states whose depth is already known.
+        let mut best = INFINITE;
         let d = 'search: loop {
             next.clear();
             for &x in &level {
                 let Some(moves) = self.plain_moves(x)? else {
                     break 'search depth;
                 };
-                for &t in moves {
-                    if seen.insert(t) {
-                        next.push(t);
+                let moves: Vec<u32> = moves.to_vec();
+                for t in moves {
+                    if !seen.insert(t) {
+                        continue;
+                    }
+                    match self.depth.get(t as usize).copied() {
+                        // Known: no need to search past it.
+                        Some(dt) if dt != UNKNOWN_DEPTH => {
+                            if dt != INFINITE {
+                                best = best.min(depth + 1 + dt);
+                            }
+                        }
+                        _ => next.push(t),
                     }
                 }
             }
             depth += 1;
+            if depth >= best {
+                break best.min(cap);
+            }
             if next.is_empty() {
-                break INFINITE;
+                if best == INFINITE {
+                    // Nothing reachable can die: the same holds for every state seen.
+                    for &t in &seen {
+                        self.set_depth(t, INFINITE);
+                    }
+                }
+                break best.min(if best == INFINITE { INFINITE } else { cap });
             }
             // Bounded work: visiting known states is cheap, building new ones is not.
             if depth >= cap

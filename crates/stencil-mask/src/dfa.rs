@@ -96,6 +96,14 @@ impl LazyDfa {
         d
     }
 
+    /// The last byte of the byte class `b` belongs to (classes are contiguous ranges).
+    #[inline]
+    pub fn class_end(&self, b: u8) -> u8 {
+        *self.class_bytes[self.class_of[b as usize] as usize]
+            .last()
+            .unwrap_or(&b)
+    }
+
     /// Grants `limit` units of work to the next operation (a mask, a commit).
     pub fn refuel(&mut self, limit: u64) {
         self.fuel = limit;
