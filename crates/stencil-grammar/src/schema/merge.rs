@@ -7,32 +7,8 @@ use serde_json::{json, Map, Value};
 
 pub type Obj = Map<String, Value>;
 
-/// Keywords that never constrain instances.
-pub const ANNOTATIONS: &[&str] = &[
-    "$schema",
-    "$id",
-    "id",
-    "$comment",
-    "title",
-    "description",
-    "examples",
-    "example",
-    "default",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$defs",
-    "definitions",
-    "$anchor",
-    "$dynamicAnchor",
-    "$vocabulary",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-];
-
-/// JSON Schema keywords with validation meaning. Keys outside this list and the annotations are
-/// unknown keywords, which the specification treats as annotations.
+/// JSON Schema keywords with validation meaning. Every other key (`title`, `$defs`,
+/// `examples`, vendor extensions...) is an annotation to the specification and is ignored.
 pub const VALIDATION: &[&str] = &[
     "type",
     "enum",

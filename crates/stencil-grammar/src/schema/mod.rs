@@ -10,13 +10,13 @@ mod merge;
 mod refs;
 
 use crate::error::Warning;
-use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
+use crate::expr::{Expr, Grammar, Rule, RuleId};
 use crate::json::{any_string_char, Json};
 use crate::matcher::matches;
 use crate::numeric::{integer_range, multiple_of, number_range, Bound, Decimal};
 use crate::regex::pattern_to_string_content;
 use crate::{Compiled, FormatMode, GrammarError, Options};
-use merge::{is_validation, json_equal, merge, normalize, Obj, ANNOTATIONS, CONFLICT};
+use merge::{is_validation, json_equal, merge, normalize, Obj, CONFLICT};
 use refs::Resolver;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -1509,8 +1509,4 @@ fn declared_types(v: &Value) -> [bool; 6] {
     }
 }
 
-#[allow(dead_code)]
-fn unused(_: CharRanges) {}
 
-#[allow(dead_code)]
-const _ANN: &[&str] = ANNOTATIONS;
