@@ -2,7 +2,7 @@
 
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
-use crate::trie::{Trie, PLAIN_LEVELS};
+use crate::trie::{Trie, MAX_EXACT_DEPTH, PLAIN_LEVELS};
 use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     pub dfa: LazyDfa,
     /// Plain-text depth per DFA state (see `plain_depth`).
     pub depth: Vec<u32>,
+    /// States whose depth is exact: past it, every plain character dies.
+    pub exact: Vec<bool>,
     /// Plain-character successors per DFA state (see `plain_moves`).
     pub moves: Vec<Option<Option<Box<[u32]>>>>,
     pub local: Vec<Option<Arc<LocalMask>>>,
@@ -104,6 +106,7 @@ impl Constraint {
             inner: Mutex::new(Inner {
                 dfa,
                 depth: Vec::new(),
+                exact: Vec::new(),
                 moves: Vec::new(),
                 local: Vec::new(),
                 cached: 0,
@@ -145,6 +148,7 @@ impl Inner {
         }
         let t0 = std::time::Instant::now();
         let depth = self.plain_depth(s)?;
+        let exact = self.exact.get(s as usize).copied().unwrap_or(false);
         let t_depth = t0.elapsed();
         let level = PLAIN_LEVELS.iter().rposition(|&l| l <= depth).map(|i| {
             if depth == INFINITE {
@@ -154,6 +158,15 @@ impl Inner {
             }
         });
         let m = match level {
+            // Exactly the plain tokens of at most `depth` characters survive: walk only the
+            // tokens that are not plain text.
+            _ if exact && depth <= MAX_EXACT_DEPTH => {
+                let i = PLAIN_LEVELS.len();
+                let mut m = local_walk(&mut self.dfa, s, &trie.levels[i].1, trie.vocab_size())?;
+                m.tokens.union_with(&trie.plain_upto[depth as usize]);
+                m.level = Some(i);
+                Arc::new(m)
+            }
             Some(i) => {
                 let (plain, others) = &trie.levels[i];
                 let mut m = local_walk(&mut self.dfa, s, others, trie.vocab_size())?;
@@ -230,6 +243,25 @@ fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<boo
     Ok(true)
 }
 
+/// True if no plain character can even start from `s`.
+fn all_plain_die(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
+    for seq in PLAIN_SEQUENCES.iter() {
+        let (lo, hi) = seq[0];
+        let mut b = lo;
+        loop {
+            if dfa.next(s, b)? != DEAD {
+                return Ok(false);
+            }
+            let end = dfa.class_end(b);
+            if end >= hi {
+                break;
+            }
+            b = end + 1;
+        }
+    }
+    Ok(true)
+}
+
 static PLAIN_SEQUENCES: std::sync::LazyLock<Vec<Vec<(u8, u8)>>> =
     std::sync::LazyLock::new(crate::trie::plain_char_sequences);
 
@@ -272,45 +304,36 @@ impl Inner {
         let mut level = vec![s];
         let mut next = Vec::new();
         let mut depth = 0;
-        // Best bound found through states whose depth is already known.
-        let mut best = INFINITE;
+        // A single state per level (a counter, as in `maxLength`) may end in a state where
+        // every plain character dies: then the depth is exact, and searched further.
+        let mut uniform = true;
         let d = 'search: loop {
             next.clear();
             for &x in &level {
+                // Exactness also needs every state on the way to stay inside its rule (no
+                // return or call could continue a longer plain token).
+                uniform &= !self.dfa.accepting(x) && !self.dfa.has_calls(x);
                 let Some(moves) = self.plain_moves(x)? else {
+                    if uniform && level.len() == 1 && all_plain_die(&mut self.dfa, x)? {
+                        self.set_exact(s);
+                    }
                     break 'search depth;
                 };
-                let moves: Vec<u32> = moves.to_vec();
-                for t in moves {
-                    if !seen.insert(t) {
-                        continue;
-                    }
-                    match self.depth.get(t as usize).copied() {
-                        // Known: no need to search past it.
-                        Some(dt) if dt != UNKNOWN_DEPTH => {
-                            if dt != INFINITE {
-                                best = best.min(depth + 1 + dt);
-                            }
-                        }
-                        _ => next.push(t),
+                uniform &= moves.len() == 1;
+                for &t in moves {
+                    if seen.insert(t) {
+                        next.push(t);
                     }
                 }
             }
             depth += 1;
-            if depth >= best {
-                break best.min(cap);
-            }
+            uniform &= next.len() <= 1;
             if next.is_empty() {
-                if best == INFINITE {
-                    // Nothing reachable can die: the same holds for every state seen.
-                    for &t in &seen {
-                        self.set_depth(t, INFINITE);
-                    }
-                }
-                break best.min(if best == INFINITE { INFINITE } else { cap });
+                break INFINITE;
             }
             // Bounded work: visiting known states is cheap, building new ones is not.
-            if depth >= cap
+            let limit = if uniform { MAX_EXACT_DEPTH } else { cap };
+            if depth >= limit
                 || seen.len() > DEPTH_SEARCH_STATES
                 || self.dfa.num_states() > states_before + DEPTH_SEARCH_NEW_STATES
             {
@@ -320,6 +343,13 @@ impl Inner {
         };
         self.set_depth(s, d);
         Ok(d)
+    }
+
+    fn set_exact(&mut self, s: u32) {
+        if self.exact.len() <= s as usize {
+            self.exact.resize(s as usize + 1, false);
+        }
+        self.exact[s as usize] = true;
     }
 
     fn set_depth(&mut self, s: u32, d: u32) {

@@ -86,6 +86,8 @@ pub struct TokenTrie {
     /// For each entry of [`PLAIN_LEVELS`] and finally for "any length": the plain tokens of at
     /// most that many characters, and a trie of all the other tokens.
     pub(crate) levels: Vec<(TokenSet, Trie)>,
+    /// `plain_upto[d]`: the plain tokens of at most `d` characters, for `d <= MAX_EXACT_DEPTH`.
+    pub(crate) plain_upto: Vec<TokenSet>,
     vocab_size: usize,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
@@ -93,6 +95,9 @@ pub struct TokenTrie {
 
 /// Character counts at which plain-token sets are precomputed (the last level, not listed, is
 /// "any length").
+/// Longest run of plain characters for which exact per-length token sets are kept.
+pub(crate) const MAX_EXACT_DEPTH: u32 = 64;
+
 pub(crate) const PLAIN_LEVELS: [u32; 8] = [2, 4, 6, 8, 10, 12, 16, 32];
 
 /// Byte-range sequences of one plain (unescaped) JSON string character.
@@ -150,9 +155,26 @@ impl TokenTrie {
             }
             levels.push((plain, Trie::build(others, &token_bytes)));
         }
+        let mut by_len: Vec<Vec<u32>> = vec![Vec::new(); MAX_EXACT_DEPTH as usize + 1];
+        for (&id, c) in text.iter().zip(&chars) {
+            if let Some(n) = c {
+                if *n <= MAX_EXACT_DEPTH {
+                    by_len[*n as usize].push(id);
+                }
+            }
+        }
+        let mut plain_upto = Vec::with_capacity(by_len.len());
+        let mut acc = TokenSet::new(vocab.len());
+        for ids in by_len {
+            for id in ids {
+                acc.insert(id);
+            }
+            plain_upto.push(acc.clone());
+        }
         Self {
             full: Trie::build(text, &token_bytes),
             levels,
+            plain_upto,
             vocab_size: vocab.len(),
             token_bytes,
             eos: vocab.eos_ids().to_vec(),

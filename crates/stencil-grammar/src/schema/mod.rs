@@ -1508,5 +1508,3 @@ fn declared_types(v: &Value) -> [bool; 6] {
         _ => [true; 6],
     }
 }
-
-
