@@ -193,6 +193,28 @@ fn forced_bytes_follow_the_schema() {
     );
 }
 
+/// Masks and commits random 3-letter tokens for up to `steps` steps; the first error.
+fn random_walk_error(
+    c: &Arc<Constraint>,
+    vocab: &Vocab,
+    seed: u64,
+    steps: usize,
+) -> Option<MaskError> {
+    let mut m = c.matcher().unwrap();
+    let mut mask = TokenSet::new(vocab.len());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let three: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&i| vocab.token_bytes(i).len() == 3)
+        .collect();
+    for _ in 0..steps {
+        let t = three[rng.random_range(0..three.len())];
+        if let Err(e) = m.compute_mask(&mut mask).and_then(|_| m.commit(t)) {
+            return Some(e);
+        }
+    }
+    None
+}
+
 #[test]
 fn automaton_limits_are_typed_errors() {
     let vocab = tiny_vocab("ab");
@@ -204,21 +226,8 @@ fn automaton_limits_are_typed_errors() {
         ..Limits::default()
     };
     let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), limits).unwrap();
-    let mut m = c.matcher().unwrap();
-    let mut mask = TokenSet::new(vocab.len());
     // Random text keeps reaching new states (the DFA remembers the last 15 letters).
-    let mut rng = StdRng::seed_from_u64(3);
-    let three: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&i| vocab.token_bytes(i).len() == 3)
-        .collect();
-    let mut err = None;
-    for _ in 0..100 {
-        let t = three[rng.random_range(0..three.len())];
-        if let Err(e) = m.compute_mask(&mut mask).and_then(|_| m.commit(t)) {
-            err = Some(e);
-            break;
-        }
-    }
+    let err = random_walk_error(&c, &vocab, 3, 100);
     assert!(
         matches!(
             err,
@@ -327,21 +336,8 @@ fn work_per_step_is_bounded() {
         ..Limits::default()
     };
     let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), limits).unwrap();
-    let mut m = c.matcher().unwrap();
-    let mut mask = TokenSet::new(vocab.len());
     // Each step builds new states for the letters seen; some step runs out of work.
-    let mut rng = StdRng::seed_from_u64(5);
-    let three: Vec<u32> = (0..vocab.len() as u32)
-        .filter(|&i| vocab.token_bytes(i).len() == 3)
-        .collect();
-    let mut err = None;
-    for _ in 0..50 {
-        let t = three[rng.random_range(0..three.len())];
-        if let Err(e) = m.compute_mask(&mut mask).and_then(|_| m.commit(t)) {
-            err = Some(e);
-            break;
-        }
-    }
+    let err = random_walk_error(&c, &vocab, 5, 50);
     assert!(
         matches!(err, Some(MaskError::TooMuchWork { limit: 40 })),
         "{err:?}"
