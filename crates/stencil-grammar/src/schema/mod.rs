@@ -437,36 +437,18 @@ impl Compiler<'_> {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         };
-        if let Some(any) = m.get("anyOf") {
-            let list = any
-                .as_array()
-                .ok_or_else(|| GrammarError::invalid(ptr, "anyOf must be an array"))?;
-            if list.is_empty() {
-                return Err(GrammarError::invalid(ptr, "anyOf must not be empty"));
-            }
-            let rest = base(&["anyOf"]);
+        if m.contains_key("anyOf") {
+            let branches = self.branches(m, "anyOf", ptr, &base(&["anyOf"]))?;
             let mut acc: [Vec<Expr>; 6] = Default::default();
-            for (i, branch) in list.iter().enumerate() {
-                let bptr = format!("{ptr}/anyOf/{i}");
-                let p = self.branch_parts(&rest, branch, &bptr)?;
+            for p in branches {
                 for (t, e) in p.into_iter().enumerate() {
                     acc[t].push(e);
                 }
             }
             return Ok(acc.map(Expr::alt));
         }
-        if let Some(one) = m.get("oneOf") {
-            let list = one
-                .as_array()
-                .ok_or_else(|| GrammarError::invalid(ptr, "oneOf must be an array"))?;
-            if list.is_empty() {
-                return Err(GrammarError::invalid(ptr, "oneOf must not be empty"));
-            }
-            let rest = base(&["oneOf"]);
-            let mut branches = Vec::new();
-            for (i, branch) in list.iter().enumerate() {
-                branches.push(self.branch_parts(&rest, branch, &format!("{ptr}/oneOf/{i}"))?);
-            }
+        if m.contains_key("oneOf") {
+            let branches = self.branches(m, "oneOf", ptr, &base(&["oneOf"]))?;
             let mut out = nothing();
             for t in 0..6 {
                 let all: Vec<&Expr> = branches
@@ -565,6 +547,30 @@ impl Compiler<'_> {
             return self.parts(&acc, ptr);
         }
         self.typed_parts(m, ptr)
+    }
+
+    /// The parts of each branch of `anyOf`/`oneOf` (`key`), each merged with `rest`.
+    fn branches(
+        &mut self,
+        m: &Obj,
+        key: &str,
+        ptr: &str,
+        rest: &Obj,
+    ) -> Result<Vec<Parts>, GrammarError> {
+        let list = m[key]
+            .as_array()
+            .ok_or_else(|| GrammarError::invalid(ptr, format!("{key} must be an array")))?;
+        if list.is_empty() {
+            return Err(GrammarError::invalid(
+                ptr,
+                format!("{key} must not be empty"),
+            ));
+        }
+        let mut out = Vec::with_capacity(list.len());
+        for (i, branch) in list.iter().enumerate() {
+            out.push(self.branch_parts(rest, branch, &format!("{ptr}/{key}/{i}"))?);
+        }
+        Ok(out)
     }
 
     /// Resolves a `{"$ref": ...}` (with or without siblings) into a mergeable schema value.
