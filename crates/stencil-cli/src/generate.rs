@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args};
-use stencil_grammar::{compile, Constraint as Spec, Options};
+use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
 use stencil_mask::{Constraint, Limits, TokenTrie};
 use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
 use stencil_runtime::generate::{generate, GenerateParams};
@@ -60,6 +60,10 @@ pub struct GenerateArgs {
     /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
     #[arg(long)]
     pub lenient: bool,
+    /// Whitespace between JSON tokens: `flexible` (up to 20 characters), `compact` (none), or
+    /// a regex for it.
+    #[arg(long, default_value = "flexible")]
+    pub whitespace: String,
     /// When the prompt is too long: `error`, or `drop-oldest-turns`.
     #[arg(long, default_value = "error", value_parser = ["error", "drop-oldest-turns"])]
     pub truncation: String,
@@ -78,7 +82,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let spec = constraint_spec(&args)?;
     let loaded = args.model.load()?;
     let constraint = match &spec {
-        Some(spec) => Some(build_constraint(spec, &loaded.tokenizer, args.lenient)?),
+        Some(spec) => Some(build_constraint(spec, &loaded.tokenizer, &args)?),
         None => None,
     };
     let params = GenerateParams {
@@ -168,10 +172,16 @@ fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<Spec>> {
 fn build_constraint(
     spec: &Spec,
     tokenizer: &stencil_runtime::tokenizer::Tokenizer,
-    lenient: bool,
+    args: &GenerateArgs,
 ) -> anyhow::Result<Arc<Constraint>> {
+    let whitespace = match args.whitespace.as_str() {
+        "flexible" => Whitespace::default(),
+        "compact" => Whitespace::Compact,
+        pattern => Whitespace::Pattern(pattern.to_string()),
+    };
     let options = Options {
-        lenient,
+        lenient: args.lenient,
+        whitespace,
         ..Options::default()
     };
     let compiled = compile(spec, &options)?;

@@ -184,3 +184,32 @@ fn refused_schema_exits_with_the_compiler_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("neither a readable file nor valid JSON"));
 }
+
+#[test]
+fn compact_whitespace_has_no_blanks_between_tokens() {
+    let schema = r#"{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":99},"ok":{"type":"boolean"}},"required":["n","ok"],"additionalProperties":false}"#;
+    let out = stencil(&[
+        "generate",
+        "--json-schema",
+        schema,
+        "--whitespace",
+        "compact",
+        "--prompt",
+        "Give n and ok.",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let re = regex_automata::meta::Regex::new(r#"^\{"n":[0-9]{1,2},"ok":(true|false)\}$"#).unwrap();
+    assert!(re.is_match(&text), "{text:?}");
+    let out = stencil(&["generate", "--json", "--whitespace", "a(", "--prompt", "x"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("whitespace"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
