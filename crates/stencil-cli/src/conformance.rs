@@ -16,6 +16,11 @@ use stencil_grammar::{compile_schema, FormatMode, Options};
 use stencil_mask::{Constraint, Limits, MaskError, Matcher, TokenSet, TokenTrie};
 use stencil_runtime::tokenizer::Tokenizer;
 
+/// `STENCIL_TRACE=1`: print each schema's name and its compile time split (read once, so the
+/// timed path does no environment lookups).
+pub static TRACE: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("STENCIL_TRACE").is_some());
+
 /// A tokenizer and its trie.
 pub struct Engine {
     pub tokenizer: Tokenizer,
@@ -62,7 +67,7 @@ impl Engine {
         let t1 = t0.elapsed();
         let c = Constraint::new(&compiled.grammar, self.trie.clone(), Limits::default())
             .map_err(|e| e.to_string());
-        if std::env::var_os("STENCIL_TRACE").is_some() {
+        if *TRACE {
             eprintln!(
                 "compile: schema -> grammar {t1:?}, grammar -> automaton {:?}",
                 t0.elapsed() - t1

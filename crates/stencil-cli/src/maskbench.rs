@@ -184,7 +184,7 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     let done = AtomicUsize::new(0);
-    let trace = std::env::var_os("STENCIL_TRACE").is_some();
+    let trace = *crate::conformance::TRACE;
     let work = |p: &PathBuf| {
         if trace {
             eprintln!("schema {}", p.display());

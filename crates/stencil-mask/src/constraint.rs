@@ -198,7 +198,7 @@ impl Inner {
 
 /// `STENCIL_TRACE_MASK=1` prints every per-state mask computed (state, plain-text depth,
 /// tokens, time): the tool for finding slow masks.
-static TRACE: std::sync::LazyLock<bool> =
+pub(crate) static TRACE: std::sync::LazyLock<bool> =
     std::sync::LazyLock::new(|| std::env::var_os("STENCIL_TRACE_MASK").is_some());
 
 /// Plain-text depth of a state that loops back on itself.

@@ -61,7 +61,7 @@ impl Nfa {
         };
         let accept = b.push(NState::Accept)?;
         let mut rule_entry = Vec::with_capacity(g.rules.len());
-        let trace = std::env::var_os("STENCIL_TRACE_MASK").is_some();
+        let trace = *crate::constraint::TRACE;
         for r in &g.rules {
             let before = b.states.len();
             let entry = b.compile(&r.expr, accept)?;
