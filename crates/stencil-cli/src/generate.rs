@@ -1,15 +1,18 @@
 //! `stencil generate`.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args};
 use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
 use stencil_mask::{Constraint, Limits, TokenTrie};
-use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
-use stencil_runtime::generate::{generate, GenerateParams};
+use stencil_runtime::chat::{ChatMessage, TruncationPolicy};
+use stencil_runtime::engine::{ChatEngine, ChatFinish, ChatRequest};
+use stencil_runtime::generate::{generate, GenerateParams, Timings, Usage};
 use stencil_runtime::sampler::SamplingParams;
+use stencil_runtime::tools::{Tool, ToolChoice, ToolEvent};
 
 use crate::ModelArgs;
 
@@ -64,6 +67,19 @@ pub struct GenerateArgs {
     /// a regex for it.
     #[arg(long, default_value = "flexible")]
     pub whitespace: String,
+    /// Tools the model may call (a JSON file: an array of OpenAI tool definitions). The
+    /// assistant message with its `tool_calls` is printed as JSON.
+    #[arg(long)]
+    pub tools: Option<String>,
+    /// `auto` (default with --tools), `none`, `required`, or the name of one tool.
+    #[arg(long)]
+    pub tool_choice: Option<String>,
+    /// At most one tool call.
+    #[arg(long)]
+    pub no_parallel_tool_calls: bool,
+    /// Sample every token, even those the constraint forces (for measuring fast-forward).
+    #[arg(long)]
+    pub no_fast_forward: bool,
     /// When the prompt is too long: `error`, or `drop-oldest-turns`.
     #[arg(long, default_value = "error", value_parser = ["error", "drop-oldest-turns"])]
     pub truncation: String,
@@ -80,68 +96,168 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     sampling.validate()?;
     let spec = constraint_spec(&args)?;
-    let loaded = args.model.load()?;
-    let constraint = match &spec {
-        Some(spec) => Some(build_constraint(spec, &loaded.tokenizer, &args)?),
-        None => None,
+    let tools = match &args.tools {
+        Some(path) => read_tools(path)?,
+        None => Vec::new(),
     };
+    if args.tool_choice.is_some() && tools.is_empty() {
+        anyhow::bail!("--tool-choice needs --tools");
+    }
+    let whitespace = whitespace(&args.whitespace);
     let params = GenerateParams {
         max_tokens: args.max_tokens,
         sampling,
         stop: args.stop.clone(),
-        constraint,
+        constraint: None,
+        fast_forward: !args.no_fast_forward,
     };
-    let prompt = if args.raw {
-        loaded.tokenizer.encode(&args.prompt, true)?
-    } else {
-        let mut messages = Vec::new();
-        if let Some(s) = &args.system {
-            messages.push(ChatMessage::new("system", s));
+    let loaded = args.model.load()?;
+    let load_time = loaded.load_time;
+    let mut stdout = std::io::stdout().lock();
+    let report = |finish: &str, usage: &Usage, timings: &Timings, forced: usize| {
+        let decode_ms = timings.decode_ms_per_token(usage);
+        eprintln!(
+            "finish_reason={finish} prompt_tokens={} completion_tokens={} forced_tokens={forced} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            load_time.as_secs_f64(),
+            timings.prompt_tokens_per_s(usage),
+            decode_ms,
+            1e3 / decode_ms,
+        );
+    };
+    if args.raw {
+        if !tools.is_empty() {
+            anyhow::bail!("--tools needs the chat template; drop --raw");
         }
-        messages.push(ChatMessage::new("user", &args.prompt));
-        let policy = if args.truncation == "error" {
+        let mut params = params;
+        if let Some(spec) = &spec {
+            params.constraint = Some(build_constraint(
+                spec,
+                &loaded.tokenizer,
+                &args,
+                whitespace,
+            )?);
+        }
+        let prompt = loaded.tokenizer.encode(&args.prompt, true)?;
+        let result = generate(
+            loaded.model.as_ref(),
+            &loaded.tokenizer,
+            &prompt,
+            &params,
+            |text| {
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            },
+        )?;
+        if spec.is_none() {
+            let _ = writeln!(stdout);
+        }
+        let finish = serde_json::to_value(result.finish_reason)?;
+        report(
+            finish.as_str().unwrap_or("?"),
+            &result.usage,
+            &result.timings,
+            result.forced_tokens,
+        );
+        return Ok(());
+    }
+    let mut messages = Vec::new();
+    if let Some(s) = &args.system {
+        messages.push(ChatMessage::new("system", s));
+    }
+    messages.push(ChatMessage::new("user", &args.prompt));
+    let has_tools = !tools.is_empty();
+    let request = ChatRequest {
+        messages,
+        tools,
+        tool_choice: args.tool_choice.as_deref().map(ToolChoice::from_cli),
+        parallel_tool_calls: !args.no_parallel_tool_calls,
+        constraint: spec.clone(),
+        whitespace,
+        lenient: args.lenient,
+        params,
+        truncation: if args.truncation == "error" {
             TruncationPolicy::Error
         } else {
             TruncationPolicy::DropOldestTurns
-        };
-        build_prompt(
-            &loaded.template,
-            &loaded.tokenizer,
-            &messages,
-            None,
-            loaded.model.context_length(),
-            1,
-            policy,
-        )?
-        .tokens
+        },
+        timeout: None,
     };
-    let mut stdout = std::io::stdout().lock();
-    let result = generate(
-        loaded.model.as_ref(),
-        &loaded.tokenizer,
-        &prompt,
-        &params,
-        |text| {
+    let engine = ChatEngine::new(loaded);
+    let prepared = engine.prepare(&request)?;
+    for w in &prepared.warnings {
+        eprintln!("warning: {w}");
+    }
+    let outcome = engine.run(&prepared, |event| {
+        if let (false, ToolEvent::Content(text)) = (has_tools, &event) {
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();
-        },
-    )?;
-    // A constrained output is printed exactly as generated.
-    if spec.is_none() {
+        }
+        ControlFlow::Continue(())
+    })?;
+    if has_tools {
+        // The assistant message, as an OpenAI client would receive it.
+        let calls: Vec<serde_json::Value> =
+            outcome.tool_calls.iter().map(|c| c.to_openai()).collect();
+        let message = serde_json::json!({
+            "role": "assistant",
+            "content": outcome.content,
+            "tool_calls": calls,
+        });
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&message)?)?;
+    } else if spec.is_none() {
+        // A constrained output is printed exactly as generated.
         let _ = writeln!(stdout);
     }
-    let decode_ms = result.timings.decode_ms_per_token(&result.usage);
-    eprintln!(
-        "finish_reason={} prompt_tokens={} completion_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
-        serde_json::to_value(result.finish_reason)?.as_str().unwrap_or("?"),
-        result.usage.prompt_tokens,
-        result.usage.completion_tokens,
-        loaded.load_time.as_secs_f64(),
-        result.timings.prompt_tokens_per_s(&result.usage),
-        decode_ms,
-        1e3 / decode_ms,
+    let finish = serde_json::to_value(outcome.finish_reason)?;
+    report(
+        finish.as_str().unwrap_or("?"),
+        &outcome.usage,
+        &outcome.timings,
+        outcome.forced_tokens,
     );
+    if outcome.finish_reason == ChatFinish::Length && (spec.is_some() || has_tools) {
+        eprintln!("warning: max_tokens cut the output short; it is incomplete");
+    }
     Ok(())
+}
+
+/// Reads a tools file: a JSON array of OpenAI tools (`{"type": "function", "function": ...}`)
+/// or of bare function definitions (`{"name", "description", "parameters"}`).
+fn read_tools(path: &str) -> anyhow::Result<Vec<Tool>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading --tools {path}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("--tools {path} is not valid JSON"))?;
+    let items = match value {
+        serde_json::Value::Array(a) => a,
+        serde_json::Value::Object(mut o) if o.contains_key("tools") => match o.remove("tools") {
+            Some(serde_json::Value::Array(a)) => a,
+            _ => anyhow::bail!("--tools {path}: `tools` must be an array"),
+        },
+        _ => anyhow::bail!("--tools {path} must hold a JSON array of tools"),
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let item = if item.get("function").is_some() {
+                item
+            } else {
+                serde_json::json!({"type": "function", "function": item})
+            };
+            serde_json::from_value(item)
+                .with_context(|| format!("--tools {path}: tools[{i}] is not a tool definition"))
+        })
+        .collect()
+}
+
+fn whitespace(arg: &str) -> Whitespace {
+    match arg {
+        "flexible" => Whitespace::default(),
+        "compact" => Whitespace::Compact,
+        pattern => Whitespace::Pattern(pattern.to_string()),
+    }
 }
 
 /// The constraint asked for on the command line, if any.
@@ -173,12 +289,8 @@ fn build_constraint(
     spec: &Spec,
     tokenizer: &stencil_runtime::tokenizer::Tokenizer,
     args: &GenerateArgs,
+    whitespace: Whitespace,
 ) -> anyhow::Result<Arc<Constraint>> {
-    let whitespace = match args.whitespace.as_str() {
-        "flexible" => Whitespace::default(),
-        "compact" => Whitespace::Compact,
-        pattern => Whitespace::Pattern(pattern.to_string()),
-    };
     let options = Options {
         lenient: args.lenient,
         whitespace,

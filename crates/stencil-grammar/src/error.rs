@@ -26,6 +26,8 @@ pub enum GrammarError {
     SchemaTooLarge { given: usize, limit: usize },
     #[error("the grammar grew past {limit} expression nodes (at {pointer}); simplify the schema or raise the limit")]
     TooLarge { pointer: String, limit: usize },
+    #[error("tools: {0}")]
+    Tool(String),
 }
 
 impl GrammarError {

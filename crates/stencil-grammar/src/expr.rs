@@ -349,3 +349,63 @@ impl Grammar {
         &self.rules[id.0 as usize]
     }
 }
+
+impl Grammar {
+    /// Appends `other`'s rules (their calls renumbered) and returns the id of its start rule, so
+    /// that grammars compiled separately (one schema per tool) can call each other's starts.
+    pub fn embed(&mut self, other: Grammar) -> RuleId {
+        let offset = self.rules.len() as u32;
+        let mut memo = std::collections::HashMap::new();
+        for rule in other.rules {
+            let expr = renumber(&rule.expr, offset, &mut memo);
+            self.rules.push(Rule {
+                name: rule.name,
+                expr,
+            });
+        }
+        RuleId(other.start.0 + offset)
+    }
+
+    /// Adds a rule and returns its id.
+    pub fn add_rule(&mut self, name: impl Into<String>, expr: Expr) -> RuleId {
+        self.rules.push(Rule {
+            name: name.into(),
+            expr,
+        });
+        RuleId(self.rules.len() as u32 - 1)
+    }
+}
+
+/// `e` with every call shifted by `offset`. Shared nodes stay shared (one copy per original).
+fn renumber(
+    e: &Expr,
+    offset: u32,
+    memo: &mut std::collections::HashMap<*const SharedExpr, Expr>,
+) -> Expr {
+    if !e.has_call() {
+        return e.clone();
+    }
+    let all = |v: &[Expr], memo: &mut _| v.iter().map(|x| renumber(x, offset, memo)).collect();
+    match e {
+        Expr::Call(r) => Expr::Call(RuleId(r.0 + offset)),
+        Expr::Concat(v) => Expr::Concat(all(v, memo)),
+        Expr::Alt(v) => Expr::Alt(all(v, memo)),
+        Expr::And(v) => Expr::And(all(v, memo)),
+        Expr::Not(x) => Expr::Not(Box::new(renumber(x, offset, memo))),
+        Expr::Repeat { expr, min, max } => Expr::Repeat {
+            expr: Box::new(renumber(expr, offset, memo)),
+            min: *min,
+            max: *max,
+        },
+        Expr::Shared(s) => {
+            let key = Arc::as_ptr(s);
+            if let Some(done) = memo.get(&key) {
+                return done.clone();
+            }
+            let done = Expr::shared(renumber(&s.expr, offset, memo));
+            memo.insert(key, done.clone());
+            done
+        }
+        other => other.clone(),
+    }
+}

@@ -23,6 +23,7 @@ mod matcher;
 mod numeric;
 mod regex;
 mod schema;
+pub mod tools;
 
 pub use error::{GrammarError, Warning};
 pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId, SharedExpr};

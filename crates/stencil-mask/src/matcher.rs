@@ -349,6 +349,28 @@ impl Matcher {
         r
     }
 
+    /// True if the output would be complete after appending `bytes` (nothing is committed).
+    /// Used to decide whether a stop string may end a constrained output at a given point.
+    pub fn accepts_after(&mut self, bytes: &[u8]) -> Result<bool, MaskError> {
+        if self.finished {
+            return Ok(bytes.is_empty());
+        }
+        let len = self.arena.len();
+        let result = self.advance(bytes).map(|next| {
+            let constraint = self.constraint.clone();
+            let mut guard = constraint.lock();
+            let inner: &mut Inner = &mut guard;
+            let st = Stepper {
+                dfa: &mut inner.dfa,
+                arena: &mut self.arena,
+                limits: &constraint.limits,
+            };
+            next.iter().any(|&c| st.can_finish(c))
+        });
+        self.arena.truncate(len);
+        result
+    }
+
     /// Undoes the last `n` committed tokens (for speculative decoding).
     pub fn rollback(&mut self, n: usize) -> Result<(), MaskError> {
         if n > self.history.len() {

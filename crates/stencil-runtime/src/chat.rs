@@ -209,6 +209,14 @@ impl ChatTemplate {
         )
     }
 
+    /// True if the template renders a `tools` list itself (probed by rendering a dummy tool:
+    /// templates that ignore `tools` get the Hermes convention instead).
+    pub fn handles_tools(&self) -> bool {
+        let probe = serde_json::json!([{"type": "function", "function": {"name": "stencil_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}]);
+        self.render(&[ChatMessage::new("user", "hi")], true, Some(&probe))
+            .is_ok_and(|out| out.contains("stencil_probe_tool"))
+    }
+
     /// Renders `messages` (validated first). `tools` is passed to templates that support it.
     pub fn render(
         &self,

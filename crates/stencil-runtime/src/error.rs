@@ -37,6 +37,12 @@ pub enum RuntimeError {
     ModelNotFound { spec: String, reason: String },
     #[error("constraint: {0}")]
     Constraint(#[from] stencil_mask::MaskError),
+    #[error("{0}")]
+    Grammar(#[from] stencil_grammar::GrammarError),
+    #[error("generation was cancelled")]
+    Cancelled,
+    #[error("generation took longer than the {0:?} allowed")]
+    Timeout(std::time::Duration),
     #[error("invalid sampling parameters: {0}")]
     Sampling(String),
     #[error("{context}: {source}")]

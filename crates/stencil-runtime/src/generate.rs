@@ -26,11 +26,14 @@ pub struct GenerateParams {
     pub max_tokens: usize,
     pub sampling: SamplingParams,
     /// Generation ends *before* the first occurrence of any of these (not emitted). With a
-    /// constraint they are not applied: the constraint decides where the output ends, so a stop
+    /// constraint, only an occurrence where the output before it is complete ends it, so a stop
     /// string can never cut a value short.
     pub stop: Vec<String>,
     /// Output constraint, compiled for this model's vocabulary.
     pub constraint: Option<Arc<Constraint>>,
+    /// Feed the tokens a constraint forces (`{"name": "` after `{` in a fixed-order object)
+    /// to the model in one forward pass instead of sampling them one by one.
+    pub fast_forward: bool,
 }
 
 impl Default for GenerateParams {
@@ -40,6 +43,7 @@ impl Default for GenerateParams {
             sampling: SamplingParams::default(),
             stop: Vec::new(),
             constraint: None,
+            fast_forward: true,
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct Generation {
     pub finish_reason: FinishReason,
     /// The stop string that ended generation, if any.
     pub matched_stop: Option<String>,
+    /// Tokens the constraint forced and that were fed without sampling.
+    pub forced_tokens: usize,
     pub usage: Usage,
     pub timings: Timings,
 }
@@ -99,12 +105,18 @@ pub struct Generator<'m> {
     logits: Vec<f32>,
     prompt_len: usize,
     generated: Vec<u32>,
+    /// Bytes of the generated text tokens (what the constraint sees).
+    output: Vec<u8>,
     text: String,
     finish: Option<FinishReason>,
     matched_stop: Option<String>,
     timings: Timings,
     matcher: Option<Matcher>,
     mask: TokenSet,
+    /// The mask in `mask` is for the current step (computed during the last forward pass).
+    mask_ready: bool,
+    fast_forward: bool,
+    forced_tokens: usize,
 }
 
 impl<'m> Generator<'m> {
@@ -127,14 +139,21 @@ impl<'m> Generator<'m> {
             });
         }
         let sampler = Sampler::new(params.sampling.clone())?;
-        let matcher = match &params.constraint {
+        let mut matcher = match &params.constraint {
             Some(c) => Some(c.matcher()?),
             None => None,
         };
+        let mut mask = TokenSet::new(if matcher.is_some() {
+            tokenizer.vocab().len()
+        } else {
+            0
+        });
         let mut session = model.new_session()?;
         let start = Instant::now();
-        let logits = session.forward(prompt)?;
-        let logits = logits.to_vec1::<f32>().ctx("reading logits")?;
+        let (logits, mask_result) =
+            forward_with_mask(&mut *session, prompt, matcher.as_mut(), &mut mask);
+        mask_result?;
+        let logits = logits?;
         let timings = Timings {
             prompt: start.elapsed(),
             decode: Duration::ZERO,
@@ -143,25 +162,21 @@ impl<'m> Generator<'m> {
             session,
             tokenizer,
             sampler,
-            stream: TextStream::new(if params.constraint.is_some() {
-                &[]
-            } else {
-                &params.stop
-            }),
+            stream: TextStream::new(&params.stop),
             max_tokens: params.max_tokens.min(context - prompt.len()),
             logits,
             prompt_len: prompt.len(),
             generated: Vec::new(),
+            output: Vec::new(),
             text: String::new(),
             finish: None,
             matched_stop: None,
             timings,
-            mask: TokenSet::new(if matcher.is_some() {
-                tokenizer.vocab().len()
-            } else {
-                0
-            }),
+            mask_ready: matcher.is_some(),
+            mask,
             matcher,
+            fast_forward: params.fast_forward,
+            forced_tokens: 0,
         })
     }
 
@@ -171,7 +186,10 @@ impl<'m> Generator<'m> {
         let Some(m) = self.matcher.as_mut() else {
             return Ok(());
         };
-        m.compute_mask(&mut self.mask)?;
+        if !self.mask_ready {
+            m.compute_mask(&mut self.mask)?;
+        }
+        self.mask_ready = false;
         for (id, l) in logits.iter_mut().enumerate() {
             if !self.mask.contains(id as u32) {
                 *l = f32::NEG_INFINITY;
@@ -200,33 +218,45 @@ impl<'m> Generator<'m> {
             };
             self.logits = logits;
             self.generated.push(token);
-            let vocab = self.tokenizer.vocab();
-            if vocab.is_eos(token) {
+            if self.tokenizer.vocab().is_eos(token) {
                 self.timings.decode += start.elapsed();
                 return Ok(self.end(FinishReason::Stop));
             }
+            let mut feed = vec![token];
             if let Some(m) = self.matcher.as_mut() {
                 m.commit(token)?;
-            }
-            // Control tokens are not text; they are not shown.
-            let event = if vocab.kind(token) == TokenKind::Normal {
-                self.stream.push(vocab.token_bytes(token))
-            } else {
-                StreamEvent::Text(String::new())
-            };
-            let chunk = match event {
-                StreamEvent::Stopped { text, stop } => {
-                    self.matched_stop = Some(stop);
-                    self.text.push_str(&text);
-                    self.finish = Some(FinishReason::Stop);
-                    self.timings.decode += start.elapsed();
-                    return Ok(Some(text));
+                if self.fast_forward {
+                    let budget = self.max_tokens - self.generated.len();
+                    let forced = forced_tokens(m, self.tokenizer, budget)?;
+                    self.forced_tokens += forced.len();
+                    self.generated.extend_from_slice(&forced);
+                    feed.extend(forced);
                 }
-                StreamEvent::Text(t) => t,
-            };
+            }
+            let mut chunk = String::new();
+            for &t in &feed {
+                match self.push_text(t) {
+                    StreamEvent::Text(text) => chunk.push_str(&text),
+                    StreamEvent::Stopped { text, stop } => {
+                        chunk.push_str(&text);
+                        self.matched_stop = Some(stop);
+                        self.text.push_str(&chunk);
+                        self.finish = Some(FinishReason::Stop);
+                        self.timings.decode += start.elapsed();
+                        return Ok(Some(chunk));
+                    }
+                }
+            }
             if self.generated.len() < self.max_tokens {
-                let l = self.session.forward(&[token])?;
-                self.logits = l.to_vec1::<f32>().ctx("reading logits")?;
+                let (logits, mask_result) = forward_with_mask(
+                    &mut *self.session,
+                    &feed,
+                    self.matcher.as_mut(),
+                    &mut self.mask,
+                );
+                mask_result?;
+                self.logits = logits?;
+                self.mask_ready = self.matcher.is_some();
             }
             self.timings.decode += start.elapsed();
             if !chunk.is_empty() {
@@ -234,6 +264,26 @@ impl<'m> Generator<'m> {
                 return Ok(Some(chunk));
             }
         }
+    }
+
+    /// Feeds one generated token's text to the stream. Control tokens are not text. Under a
+    /// constraint a stop string ends the output only where the output before it is complete.
+    fn push_text(&mut self, token: u32) -> StreamEvent {
+        let vocab = self.tokenizer.vocab();
+        if vocab.kind(token) != TokenKind::Normal {
+            return StreamEvent::Text(String::new());
+        }
+        let bytes = vocab.token_bytes(token);
+        self.output.extend_from_slice(bytes);
+        let output = &self.output;
+        let constraint = self.matcher.as_ref().map(|m| m.constraint().clone());
+        self.stream.push_checked(bytes, |at| match &constraint {
+            None => true,
+            Some(c) => c
+                .matcher()
+                .and_then(|mut m| m.accepts_after(&output[..at]))
+                .unwrap_or(false),
+        })
     }
 
     fn end(&mut self, reason: FinishReason) -> Option<String> {
@@ -248,10 +298,16 @@ impl<'m> Generator<'m> {
         self.finish
     }
 
-    /// Consumes the generator (finishing it first) into the full result.
-    pub fn into_generation(mut self) -> Result<Generation> {
-        while self.next_chunk()?.is_some() {}
-        Ok(Generation {
+    /// Ends generation here, for `reason`, without generating more.
+    pub fn finish_now(mut self, reason: FinishReason) -> Generation {
+        if self.finish.is_none() {
+            self.end(reason);
+        }
+        self.result()
+    }
+
+    fn result(self) -> Generation {
+        Generation {
             text: self.text,
             usage: Usage {
                 prompt_tokens: self.prompt_len,
@@ -260,8 +316,15 @@ impl<'m> Generator<'m> {
             tokens: self.generated,
             finish_reason: self.finish.unwrap_or(FinishReason::Length),
             matched_stop: self.matched_stop,
+            forced_tokens: self.forced_tokens,
             timings: self.timings,
-        })
+        }
+    }
+
+    /// Consumes the generator (finishing it first) into the full result.
+    pub fn into_generation(mut self) -> Result<Generation> {
+        while self.next_chunk()?.is_some() {}
+        Ok(self.result())
     }
 }
 
@@ -285,4 +348,60 @@ pub fn generate(
         on_text(&chunk);
     }
     g.into_generation()
+}
+
+/// Runs `tokens` through the model and, at the same time on another thread, computes the
+/// constraint's mask for the step after them, so that the mask costs no wall time when it is
+/// cheaper than the forward pass.
+fn forward_with_mask(
+    session: &mut dyn Session,
+    tokens: &[u32],
+    matcher: Option<&mut Matcher>,
+    mask: &mut TokenSet,
+) -> (Result<Vec<f32>>, Result<()>) {
+    let forward = |session: &mut dyn Session| -> Result<Vec<f32>> {
+        session
+            .forward(tokens)?
+            .to_vec1::<f32>()
+            .ctx("reading logits")
+    };
+    match matcher {
+        None => (forward(session), Ok(())),
+        Some(m) => std::thread::scope(|s| {
+            let masking = s.spawn(|| m.compute_mask(mask));
+            let logits = forward(session);
+            let mask_result = match masking.join() {
+                Ok(r) => r.map_err(RuntimeError::from),
+                Err(_) => Err(RuntimeError::Sampling("the mask thread panicked".into())),
+            };
+            (logits, mask_result)
+        }),
+    }
+}
+
+/// Tokens the constraint forces next, committed to `m`: the forced bytes tokenized the way the
+/// tokenizer would write them, minus the last token (it might merge with what follows), each
+/// checked by the matcher.
+fn forced_tokens(m: &mut Matcher, tokenizer: &Tokenizer, budget: usize) -> Result<Vec<u32>> {
+    if budget == 0 {
+        return Ok(Vec::new());
+    }
+    let bytes = m.forced_bytes()?;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("validated prefix"),
+    };
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = tokenizer.encode(text, false)?;
+    ids.pop();
+    let mut out = Vec::new();
+    for id in ids.into_iter().take(budget) {
+        if tokenizer.vocab().kind(id) != TokenKind::Normal || m.commit(id).is_err() {
+            break;
+        }
+        out.push(id);
+    }
+    Ok(out)
 }

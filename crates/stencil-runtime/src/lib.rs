@@ -17,6 +17,7 @@
 pub mod chat;
 pub mod convert;
 pub mod device;
+pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod gguf;
@@ -26,6 +27,7 @@ pub mod models;
 pub mod sampler;
 pub mod stream;
 pub mod tokenizer;
+pub mod tools;
 
 pub use error::{Result, RuntimeError};
 pub use tokenizer::Tokenizer;

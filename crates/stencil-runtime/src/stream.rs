@@ -21,6 +21,8 @@ pub enum StreamEvent {
 pub struct TextStream {
     stops: Vec<String>,
     pending: Vec<u8>,
+    /// Bytes released (or dropped) before `pending[0]`.
+    released: usize,
     stopped: bool,
 }
 
@@ -30,6 +32,7 @@ impl TextStream {
         Self {
             stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
             pending: Vec::new(),
+            released: 0,
             stopped: false,
         }
     }
@@ -41,14 +44,27 @@ impl TextStream {
 
     /// Feeds the bytes of one token.
     pub fn push(&mut self, bytes: &[u8]) -> StreamEvent {
+        self.push_checked(bytes, |_| true)
+    }
+
+    /// Feeds the bytes of one token; a stop string starting at byte offset `at` of the whole
+    /// output ends it only if `may_stop(at)` (a constrained output may end only where it is
+    /// complete). A refused occurrence is plain text.
+    pub fn push_checked(
+        &mut self,
+        bytes: &[u8],
+        mut may_stop: impl FnMut(usize) -> bool,
+    ) -> StreamEvent {
         if self.stopped {
             return StreamEvent::Text(String::new());
         }
         let search_from = self.pending.len();
         self.pending.extend_from_slice(bytes);
-        if let Some((at, stop)) = self.find_stop(search_from) {
+        let released = self.released;
+        if let Some((at, stop)) = self.find_stop(search_from, |at| may_stop(released + at)) {
             self.stopped = true;
             let text = lossy(&self.pending[..at]);
+            self.released += self.pending.len();
             self.pending.clear();
             return StreamEvent::Stopped { text, stop };
         }
@@ -56,31 +72,40 @@ impl TextStream {
         let ready = self.pending.len() - hold;
         let (text, used) = decode_complete(&self.pending[..ready]);
         self.pending.drain(..used);
+        self.released += used;
         StreamEvent::Text(text)
     }
 
     /// Flushes what is left at the end of generation (an incomplete character becomes U+FFFD).
     pub fn finish(&mut self) -> String {
         let text = lossy(&self.pending);
+        self.released += self.pending.len();
         self.pending.clear();
         text
     }
 
-    /// Earliest stop string that ends inside the new bytes.
-    fn find_stop(&self, new_from: usize) -> Option<(usize, String)> {
-        let mut best: Option<(usize, &String)> = None;
+    /// Earliest stop string that ends inside the new bytes and that `allowed` accepts.
+    fn find_stop(
+        &self,
+        new_from: usize,
+        mut allowed: impl FnMut(usize) -> bool,
+    ) -> Option<(usize, String)> {
+        let mut found: Vec<(usize, &String)> = Vec::new();
         for stop in &self.stops {
             let s = stop.as_bytes();
             // A match must end after `new_from`, so it starts at or after new_from - len + 1.
             let start = (new_from + 1).saturating_sub(s.len());
-            if let Some(i) = find(&self.pending[start..], s) {
-                let at = start + i;
-                if best.is_none_or(|(b, _)| at < b) {
-                    best = Some((at, stop));
-                }
+            let mut from = start;
+            while let Some(i) = find(&self.pending[from..], s) {
+                found.push((from + i, stop));
+                from += i + 1;
             }
         }
-        best.map(|(at, s)| (at, s.clone()))
+        found.sort_by_key(|&(at, s)| (at, std::cmp::Reverse(s.len())));
+        found
+            .into_iter()
+            .find(|&(at, _)| allowed(at))
+            .map(|(at, s)| (at, s.clone()))
     }
 
     /// Longest suffix of `pending` that is a proper prefix of some stop string.
@@ -189,6 +214,25 @@ mod tests {
         // Held prefix at the end of generation is flushed.
         let (out, _, tail) = run(&["END"], &[b"ok EN"]);
         assert_eq!(out.concat() + &tail, "ok EN");
+    }
+
+    #[test]
+    fn refused_stop_occurrences_are_text() {
+        let stops = vec!["}".to_string()];
+        let mut s = TextStream::new(&stops);
+        // Only a stop at absolute offset 8 may end the output.
+        let ok = |at: usize| at == 8;
+        assert_eq!(
+            s.push_checked(b"{\"a\": {}", ok),
+            StreamEvent::Text("{\"a\": {}".into())
+        );
+        assert_eq!(
+            s.push_checked(b"}} more", ok),
+            StreamEvent::Stopped {
+                text: "".into(),
+                stop: "}".into()
+            }
+        );
     }
 
     #[test]

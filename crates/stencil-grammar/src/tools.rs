@@ -1,0 +1,181 @@
+//! Tool calls in the Hermes/Qwen `<tool_call>` convention, as a grammar.
+//!
+//! A call is exactly
+//! `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`, where `NAME` is one of the
+//! tools (as a JSON string) and `ARGS` is an object valid under that tool's parameter schema.
+//! Several calls (parallel calls) are separated by one newline. [`ToolMode`] says where calls
+//! may appear: `Required`/`Named` make the whole output calls; `Auto` allows free text (or the
+//! content constraint) *or* text followed by calls, the tag opening the constrained region;
+//! `None` forbids the tag.
+
+use serde_json::Value;
+
+use crate::expr::{CharRanges, Expr, Grammar};
+use crate::schema::compile_schema;
+use crate::{Compiled, GrammarError, Options};
+
+/// Opens a call.
+pub const CALL_OPEN: &str = "<tool_call>\n";
+/// Closes a call.
+pub const CALL_CLOSE: &str = "\n</tool_call>";
+/// What comes between the name and the arguments.
+pub const NAME_PREFIX: &str = "{\"name\": ";
+pub const ARGUMENTS_PREFIX: &str = ", \"arguments\": ";
+
+/// One tool: its name and JSON Schema for `arguments` (`None`: any object).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSchema<'a> {
+    pub name: &'a str,
+    pub parameters: Option<&'a Value>,
+}
+
+/// Where tool calls may appear (OpenAI's `tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolMode {
+    /// Text only; the call tag never appears.
+    None,
+    /// Text, or text followed by calls.
+    Auto,
+    /// One or more calls, nothing else.
+    Required,
+    /// Calls of this tool only.
+    Named(String),
+}
+
+/// Compiles the output grammar for `tools` under `mode`. `content` constrains the text part
+/// (a JSON Schema response format, say); without it the text is free (minus the call tag).
+pub fn tool_grammar(
+    tools: &[ToolSchema],
+    mode: &ToolMode,
+    parallel: bool,
+    content: Option<Grammar>,
+    options: &Options,
+) -> Result<Compiled, GrammarError> {
+    let mut seen = std::collections::HashSet::new();
+    for t in tools {
+        if t.name.is_empty() {
+            return Err(GrammarError::Tool("a tool has an empty name".into()));
+        }
+        if !seen.insert(t.name) {
+            return Err(GrammarError::Tool(format!(
+                "two tools are named `{}`; tool names must be unique",
+                t.name
+            )));
+        }
+    }
+    let callable: Vec<&ToolSchema> = match mode {
+        ToolMode::None => vec![],
+        ToolMode::Auto | ToolMode::Required => tools.iter().collect(),
+        ToolMode::Named(name) => {
+            let t = tools.iter().find(|t| t.name == name).ok_or_else(|| {
+                GrammarError::Tool(format!(
+                    "tool_choice names `{name}`, which is not among the tools ({})",
+                    tools.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+            vec![t]
+        }
+    };
+    if callable.is_empty() && matches!(mode, ToolMode::Auto | ToolMode::Required) {
+        return Err(GrammarError::Tool(format!(
+            "tool_choice `{}` needs at least one tool",
+            if *mode == ToolMode::Auto {
+                "auto"
+            } else {
+                "required"
+            }
+        )));
+    }
+    let mut grammar = Grammar::single(Expr::Nothing);
+    let mut warnings = Vec::new();
+    let mut alternatives = Vec::new();
+    for t in &callable {
+        let schema = object_schema(t)?;
+        let compiled = compile_schema(&schema, options)
+            .map_err(|e| GrammarError::Tool(format!("the parameters of tool `{}`: {e}", t.name)))?;
+        warnings.extend(compiled.warnings);
+        let args = grammar.embed(compiled.grammar);
+        let name = serde_json::to_string(t.name).expect("strings serialize");
+        alternatives.push(Expr::concat([
+            Expr::literal(name),
+            Expr::literal(ARGUMENTS_PREFIX),
+            Expr::Call(args),
+        ]));
+    }
+    let call = Expr::shared(Expr::concat([
+        Expr::literal(CALL_OPEN),
+        Expr::literal(NAME_PREFIX),
+        Expr::alt(alternatives),
+        Expr::literal("}"),
+        Expr::literal(CALL_CLOSE),
+    ]));
+    let calls = if parallel {
+        Expr::concat([
+            call.clone(),
+            Expr::star(Expr::concat([Expr::literal("\n"), call])),
+        ])
+    } else {
+        call
+    };
+    let text = match content {
+        Some(g) => Expr::Call(grammar.embed(g)),
+        None => free_text(),
+    };
+    grammar.rules[0].expr = match mode {
+        ToolMode::None => text,
+        ToolMode::Required | ToolMode::Named(_) => calls,
+        ToolMode::Auto => {
+            if matches!(text, Expr::Call(_)) {
+                Expr::alt([text, calls])
+            } else {
+                Expr::concat([text, Expr::opt(calls)])
+            }
+        }
+    };
+    Ok(Compiled { grammar, warnings })
+}
+
+/// Any text (valid UTF-8) that does not contain the call tag.
+pub fn free_text() -> Expr {
+    let any_byte = Expr::star(Expr::Bytes(vec![(0, 255)]));
+    let tag = CALL_OPEN.trim_end();
+    Expr::and(vec![
+        Expr::star(Expr::chars(CharRanges::all())),
+        Expr::Not(Box::new(Expr::concat([
+            any_byte.clone(),
+            Expr::literal(tag),
+            any_byte,
+        ]))),
+    ])
+}
+
+/// The tool's parameter schema, made to describe an object (arguments are always one).
+fn object_schema(t: &ToolSchema) -> Result<Value, GrammarError> {
+    let Some(p) = t.parameters else {
+        return Ok(serde_json::json!({"type": "object"}));
+    };
+    let mut schema = p.clone();
+    match &mut schema {
+        Value::Bool(true) => Ok(serde_json::json!({"type": "object"})),
+        Value::Object(map) => {
+            match map.get("type") {
+                None => {
+                    map.insert("type".into(), "object".into());
+                }
+                Some(Value::String(s)) if s == "object" => {}
+                Some(Value::Array(a)) if a.iter().any(|v| v == "object") => {
+                    map.insert("type".into(), "object".into());
+                }
+                Some(other) => return Err(GrammarError::Tool(format!(
+                    "the parameters of tool `{}` have type {other}; arguments are always an object",
+                    t.name
+                ))),
+            }
+            Ok(schema)
+        }
+        _ => Err(GrammarError::Tool(format!(
+            "the parameters of tool `{}` must be a JSON Schema object",
+            t.name
+        ))),
+    }
+}

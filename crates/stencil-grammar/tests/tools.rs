@@ -1,0 +1,143 @@
+//! The `<tool_call>` grammar: which outputs each `tool_choice` admits.
+
+use serde_json::json;
+use stencil_grammar::tools::{tool_grammar, ToolMode, ToolSchema};
+use stencil_grammar::{compile, matches, Constraint, Grammar, GrammarError, Options};
+
+fn tools() -> (serde_json::Value, serde_json::Value) {
+    (
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"], "additionalProperties": false, "$defs": {"n": {"type": "integer", "minimum": 1}}}),
+    )
+}
+
+fn accepts(g: &Grammar, s: &str) -> bool {
+    matches(&g.rule(g.start).expr, &g.rules, s.as_bytes())
+}
+
+fn call(name: &str, args: &str) -> String {
+    format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {args}}}\n</tool_call>")
+}
+
+#[test]
+fn each_mode_admits_exactly_its_outputs() {
+    let (weather, count) = tools();
+    let specs = [
+        ToolSchema {
+            name: "get_weather",
+            parameters: Some(&weather),
+        },
+        ToolSchema {
+            name: "count",
+            parameters: Some(&count),
+        },
+    ];
+    let opts = Options::default();
+    let g = |mode: ToolMode, parallel: bool| {
+        tool_grammar(&specs, &mode, parallel, None, &opts)
+            .unwrap()
+            .grammar
+    };
+    let w = call("get_weather", r#"{"city": "北京"}"#);
+    let c = call("count", r#"{"n": 3}"#);
+    let two = format!("{w}\n{c}");
+
+    let required = g(ToolMode::Required, true);
+    assert!(accepts(&required, &w));
+    assert!(accepts(&required, &two));
+    assert!(!accepts(&required, "hello"));
+    assert!(
+        !accepts(&required, &call("count", r#"{"n": 0}"#)),
+        "schema via $ref enforced"
+    );
+    assert!(!accepts(&required, &call("count", r#"{"city": "x"}"#)));
+    assert!(!accepts(&required, &call("nope", "{}")));
+    assert!(!accepts(&required, ""));
+
+    let single = g(ToolMode::Required, false);
+    assert!(accepts(&single, &w));
+    assert!(
+        !accepts(&single, &two),
+        "parallel_tool_calls=false: one call"
+    );
+
+    let named = g(ToolMode::Named("count".into()), true);
+    assert!(accepts(&named, &c));
+    assert!(!accepts(&named, &w));
+
+    let auto = g(ToolMode::Auto, true);
+    assert!(accepts(&auto, "Just text, no call."));
+    assert!(accepts(&auto, ""));
+    assert!(accepts(&auto, &format!("Let me check.\n{w}")));
+    assert!(accepts(&auto, &two));
+    assert!(
+        !accepts(&auto, "<tool_call>\nbroken"),
+        "the tag opens the constrained region"
+    );
+    assert!(!accepts(&auto, &format!("{w} trailing text")));
+
+    let none = g(ToolMode::None, true);
+    assert!(accepts(&none, "plain answer"));
+    assert!(!accepts(&none, &w));
+    assert!(!accepts(&none, "text <tool_call> inside"));
+}
+
+#[test]
+fn content_constraint_applies_to_the_text_part() {
+    let (weather, _) = tools();
+    let specs = [ToolSchema {
+        name: "get_weather",
+        parameters: Some(&weather),
+    }];
+    let content = compile(
+        &Constraint::JsonSchema(json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})),
+        &Options::default(),
+    )
+    .unwrap()
+    .grammar;
+    let g = tool_grammar(
+        &specs,
+        &ToolMode::Auto,
+        true,
+        Some(content),
+        &Options::default(),
+    )
+    .unwrap()
+    .grammar;
+    assert!(accepts(&g, r#"{"answer": 4}"#));
+    assert!(!accepts(&g, "free text"));
+    assert!(accepts(&g, &call("get_weather", r#"{"city": "Paris"}"#)));
+}
+
+#[test]
+fn bad_tool_sets_are_named() {
+    let string_params = json!({"type": "string"});
+    let err = |specs: &[ToolSchema], mode: ToolMode| {
+        tool_grammar(specs, &mode, true, None, &Options::default())
+            .unwrap_err()
+            .to_string()
+    };
+    let a = ToolSchema {
+        name: "a",
+        parameters: None,
+    };
+    assert!(err(&[a, a], ToolMode::Auto).contains("two tools are named `a`"));
+    assert!(err(&[a], ToolMode::Named("b".into())).contains("not among the tools (a)"));
+    assert!(err(&[], ToolMode::Required).contains("needs at least one tool"));
+    let s = ToolSchema {
+        name: "s",
+        parameters: Some(&string_params),
+    };
+    assert!(err(&[s], ToolMode::Auto).contains("arguments are always an object"));
+    let bad = json!({"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}});
+    let b = ToolSchema {
+        name: "b",
+        parameters: Some(&bad),
+    };
+    let e = tool_grammar(&[b], &ToolMode::Auto, true, None, &Options::default()).unwrap_err();
+    assert!(matches!(e, GrammarError::Tool(_)));
+    assert!(
+        e.to_string().contains("tool `b`") && e.to_string().contains("#/nowhere"),
+        "{e}"
+    );
+}

@@ -1,0 +1,402 @@
+//! Chat requests end to end: conversation checks, prompt, constraint (cached), generation,
+//! tool-call parsing. What the CLI's `generate --tools` and `batch` and the server run.
+//!
+//! [`ChatEngine`] owns a loaded model, the token trie of its vocabulary (built once) and a
+//! cache of compiled constraints keyed by what was asked, so a schema or tool set used by many
+//! requests is compiled once. [`ChatEngine::prepare`] does every check that can fail before
+//! generation starts (a server answers those with 400); [`ChatEngine::run`] generates and
+//! reports [`ToolEvent`]s as they become final.
+
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use stencil_grammar::tools::{free_text, tool_grammar, ToolMode, ToolSchema};
+use stencil_grammar::{compile, Constraint as Spec, Grammar, Options, Whitespace};
+use stencil_mask::{Constraint, Limits, TokenTrie};
+
+use crate::chat::{build_prompt, ChatMessage, Prompt, TruncationPolicy};
+use crate::error::{Result, RuntimeError};
+use crate::generate::{FinishReason, GenerateParams, Generator, Timings, Usage};
+use crate::loader::LoadedModel;
+use crate::tools::{
+    hermes_messages, template_messages, validate_conversation, validate_tools, Tool, ToolCall,
+    ToolCallParser, ToolChoice, ToolEvent,
+};
+
+/// A chat request, validated and typed (wire formats map onto this).
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<Tool>,
+    /// Default: `auto` when there are tools, else `none`.
+    pub tool_choice: Option<ToolChoice>,
+    pub parallel_tool_calls: bool,
+    /// The output constraint (`response_format`, `guided_*`).
+    pub constraint: Option<Spec>,
+    pub whitespace: Whitespace,
+    /// Unsupported schema keywords become warnings instead of errors.
+    pub lenient: bool,
+    /// Sampling, `max_tokens`, stop strings (its `constraint` is set by the engine).
+    pub params: GenerateParams,
+    pub truncation: TruncationPolicy,
+    /// Wall-clock limit for generation.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for ChatRequest {
+    fn default() -> Self {
+        Self {
+            messages: Vec::new(),
+            tools: Vec::new(),
+            tool_choice: None,
+            parallel_tool_calls: true,
+            constraint: None,
+            whitespace: Whitespace::default(),
+            lenient: false,
+            params: GenerateParams::default(),
+            truncation: TruncationPolicy::Error,
+            timeout: None,
+        }
+    }
+}
+
+/// Why a chat completion ended (OpenAI's `finish_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatFinish {
+    Stop,
+    Length,
+    ToolCalls,
+}
+
+/// The result of a chat request.
+#[derive(Debug, Clone)]
+pub struct ChatOutcome {
+    /// Text outside tool calls (`None` when the model only called tools). When `max_tokens` cut
+    /// the output, this is the whole raw output and there are no tool calls.
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: ChatFinish,
+    pub usage: Usage,
+    pub timings: Timings,
+    pub forced_tokens: usize,
+}
+
+/// A request ready to run: prompt tokens and compiled constraint.
+pub struct Prepared {
+    pub prompt: Prompt,
+    pub params: GenerateParams,
+    pub warnings: Vec<String>,
+    /// Whether generated text is parsed for `<tool_call>` blocks.
+    pub tools: bool,
+    timeout: Option<Duration>,
+}
+
+/// Compiled constraints kept for reuse (least recently used dropped first).
+struct ConstraintCache {
+    entries: VecDeque<(String, Arc<Constraint>, Vec<String>)>,
+    capacity: usize,
+}
+
+/// A loaded model ready for chat requests.
+pub struct ChatEngine {
+    pub loaded: LoadedModel,
+    trie: Arc<TokenTrie>,
+    cache: Mutex<ConstraintCache>,
+    handles_tools: bool,
+    pub limits: Limits,
+}
+
+impl ChatEngine {
+    pub fn new(loaded: LoadedModel) -> Self {
+        let trie = Arc::new(TokenTrie::new(loaded.tokenizer.vocab()));
+        let handles_tools = loaded.template.handles_tools();
+        Self {
+            loaded,
+            trie,
+            cache: Mutex::new(ConstraintCache {
+                entries: VecDeque::new(),
+                capacity: 64,
+            }),
+            handles_tools,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The token trie of the model's vocabulary.
+    pub fn trie(&self) -> &Arc<TokenTrie> {
+        &self.trie
+    }
+
+    /// Every check that can fail before generation: messages, tools, tool_choice, the
+    /// constraint (compiled or taken from the cache), the prompt's length.
+    pub fn prepare(&self, req: &ChatRequest) -> Result<Prepared> {
+        req.params.sampling.validate()?;
+        validate_tools(&req.tools)?;
+        validate_conversation(&req.messages)?;
+        let choice = match (&req.tool_choice, req.tools.is_empty()) {
+            (Some(ToolChoice::None), _) | (None, true) => ToolChoice::None,
+            (None, false) => ToolChoice::Auto,
+            (Some(c), true) => {
+                return Err(RuntimeError::InvalidChat(format!(
+                    "tool_choice is {c:?} but the request has no tools"
+                )))
+            }
+            (Some(c), false) => c.clone(),
+        };
+        let (constraint, warnings) = self.constraint_for(req, &choice)?;
+        let history_has_tools = req
+            .messages
+            .iter()
+            .any(|m| m.tool_calls.is_some() || m.role == "tool");
+        let (messages, tools_json) = if self.handles_tools {
+            let tools = (!req.tools.is_empty())
+                .then(|| serde_json::to_value(&req.tools).expect("tools serialize"));
+            (template_messages(&req.messages)?, tools)
+        } else if !req.tools.is_empty() || history_has_tools {
+            (hermes_messages(&req.messages, &req.tools)?, None)
+        } else {
+            (req.messages.clone(), None)
+        };
+        let prompt = build_prompt(
+            &self.loaded.template,
+            &self.loaded.tokenizer,
+            &messages,
+            tools_json.as_ref(),
+            self.loaded.model.context_length(),
+            1,
+            req.truncation,
+        )?;
+        let mut params = req.params.clone();
+        params.constraint = constraint;
+        Ok(Prepared {
+            prompt,
+            params,
+            warnings,
+            tools: !req.tools.is_empty() && choice != ToolChoice::None,
+            timeout: req.timeout,
+        })
+    }
+
+    /// The compiled constraint for a request (`None`: unconstrained).
+    fn constraint_for(
+        &self,
+        req: &ChatRequest,
+        choice: &ToolChoice,
+    ) -> Result<(Option<Arc<Constraint>>, Vec<String>)> {
+        if req.tools.is_empty() && req.constraint.is_none() {
+            return Ok((None, Vec::new()));
+        }
+        let key = format!(
+            "{:?}|{}|{:?}|{}|{:?}|{}",
+            req.constraint.as_ref().map(spec_key),
+            serde_json::to_string(&req.tools).expect("tools serialize"),
+            choice,
+            req.parallel_tool_calls,
+            req.whitespace,
+            req.lenient
+        );
+        if let Some(hit) = self.cache_get(&key) {
+            return Ok(hit);
+        }
+        let options = Options {
+            whitespace: req.whitespace.clone(),
+            lenient: req.lenient,
+            ..Options::default()
+        };
+        let (grammar, warnings) = self.grammar_for(req, choice, &options)?;
+        let constraint = Constraint::new(&grammar, self.trie.clone(), self.limits.clone())?;
+        let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.entries.len() >= cache.capacity {
+            cache.entries.pop_front();
+        }
+        cache
+            .entries
+            .push_back((key, constraint.clone(), warnings.clone()));
+        Ok((Some(constraint), warnings))
+    }
+
+    fn cache_get(&self, key: &str) -> Option<(Option<Arc<Constraint>>, Vec<String>)> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let at = cache.entries.iter().position(|(k, _, _)| k == key)?;
+        let entry = cache.entries.remove(at)?;
+        let hit = (Some(entry.1.clone()), entry.2.clone());
+        cache.entries.push_back(entry);
+        Some(hit)
+    }
+
+    fn grammar_for(
+        &self,
+        req: &ChatRequest,
+        choice: &ToolChoice,
+        options: &Options,
+    ) -> Result<(Grammar, Vec<stencil_grammar::Warning>)> {
+        let content = match &req.constraint {
+            Some(spec) => Some(compile(spec, options)?),
+            None => None,
+        };
+        if req.tools.is_empty() {
+            let c = content.expect("checked by the caller");
+            return Ok((c.grammar, c.warnings));
+        }
+        let schemas: Vec<ToolSchema> = req
+            .tools
+            .iter()
+            .map(|t| ToolSchema {
+                name: &t.function.name,
+                parameters: t.function.parameters.as_ref(),
+            })
+            .collect();
+        let mut warnings = Vec::new();
+        let content = content.map(|c| {
+            warnings.extend(c.warnings);
+            c.grammar
+        });
+        let mode = choice.mode();
+        let compiled = if mode == ToolMode::None && content.is_none() {
+            stencil_grammar::Compiled {
+                grammar: Grammar::single(free_text()),
+                warnings: vec![],
+            }
+        } else {
+            // A named tool_choice asks for that one call.
+            let parallel = req.parallel_tool_calls && !matches!(mode, ToolMode::Named(_));
+            tool_grammar(&schemas, &mode, parallel, content, options)?
+        };
+        warnings.extend(compiled.warnings);
+        Ok((compiled.grammar, warnings))
+    }
+
+    /// Generates for a prepared request. `sink` gets content and tool-call events as they
+    /// become final; returning `Break` cancels generation ([`RuntimeError::Cancelled`]).
+    pub fn run(
+        &self,
+        prepared: &Prepared,
+        mut sink: impl FnMut(ToolEvent) -> ControlFlow<()>,
+    ) -> Result<ChatOutcome> {
+        let started = Instant::now();
+        let mut g = Generator::new(
+            self.loaded.model.as_ref(),
+            &self.loaded.tokenizer,
+            &prepared.prompt.tokens,
+            &prepared.params,
+        )?;
+        let mut parser = ToolCallParser::new();
+        let mut send = |events: Vec<ToolEvent>| -> Result<()> {
+            for e in events {
+                if sink(e).is_break() {
+                    return Err(RuntimeError::Cancelled);
+                }
+            }
+            Ok(())
+        };
+        // Small models tend to repeat a call forever; an exact repeat ends the output instead.
+        // Events of calls after the first are held until the call is known not to repeat.
+        let mut held: Vec<ToolEvent> = Vec::new();
+        let mut repeated = false;
+        'generation: while let Some(chunk) = g.next_chunk()? {
+            if let Some(limit) = prepared.timeout {
+                if started.elapsed() > limit {
+                    return Err(RuntimeError::Timeout(limit));
+                }
+            }
+            let events = if prepared.tools {
+                parser.push(&chunk)
+            } else {
+                vec![ToolEvent::Content(chunk)]
+            };
+            for e in events {
+                match event_index(&e) {
+                    Some(0) | None => send(vec![e])?,
+                    Some(index) => {
+                        let end = matches!(e, ToolEvent::CallEnd { .. });
+                        held.push(e);
+                        if end {
+                            if is_repeat(parser.complete_calls(), index) {
+                                repeated = true;
+                                break 'generation;
+                            }
+                            send(std::mem::take(&mut held))?;
+                        }
+                    }
+                }
+            }
+        }
+        if !repeated {
+            send(parser.finish())?;
+        }
+        let generation = if repeated {
+            g.finish_now(FinishReason::Stop)
+        } else {
+            g.into_generation()?
+        };
+        let mut calls = parser.complete_calls().to_vec();
+        if repeated {
+            calls.pop();
+        }
+        let (content, tool_calls, finish_reason) = match generation.finish_reason {
+            FinishReason::Length if !repeated => (
+                Some(generation.text.clone()),
+                Vec::new(),
+                ChatFinish::Length,
+            ),
+            _ if !calls.is_empty() => {
+                let text = parser.content().trim();
+                (
+                    (!text.is_empty()).then(|| text.to_string()),
+                    calls,
+                    ChatFinish::ToolCalls,
+                )
+            }
+            _ => (Some(generation.text.clone()), Vec::new(), ChatFinish::Stop),
+        };
+        Ok(ChatOutcome {
+            content,
+            tool_calls,
+            finish_reason,
+            usage: generation.usage,
+            timings: generation.timings,
+            forced_tokens: generation.forced_tokens,
+        })
+    }
+
+    /// [`prepare`](Self::prepare) then [`run`](Self::run).
+    pub fn chat(
+        &self,
+        req: &ChatRequest,
+        sink: impl FnMut(ToolEvent) -> ControlFlow<()>,
+    ) -> Result<ChatOutcome> {
+        let prepared = self.prepare(req)?;
+        self.run(&prepared, sink)
+    }
+}
+
+/// A cache key for a constraint spec.
+fn spec_key(spec: &Spec) -> String {
+    match spec {
+        Spec::JsonSchema(v) => format!("schema:{v}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// True if call `index` is complete and repeats an earlier call exactly.
+fn is_repeat(calls: &[ToolCall], index: usize) -> bool {
+    calls.get(index).is_some_and(|c| {
+        calls[..index]
+            .iter()
+            .any(|p| p.name == c.name && p.arguments == c.arguments)
+    })
+}
+
+fn event_index(e: &ToolEvent) -> Option<usize> {
+    match e {
+        ToolEvent::CallStart { index, .. }
+        | ToolEvent::Arguments { index, .. }
+        | ToolEvent::CallEnd { index } => Some(*index),
+        ToolEvent::Content(_) => None,
+    }
+}
