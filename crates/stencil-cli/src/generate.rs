@@ -170,6 +170,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let has_tools = !tools.is_empty();
     let request = ChatRequest {
         messages,
+        prompt: None,
         tools,
         tool_choice: args.tool_choice.as_deref().map(ToolChoice::from_cli),
         parallel_tool_calls: !args.no_parallel_tool_calls,

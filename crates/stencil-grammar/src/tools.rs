@@ -166,10 +166,12 @@ fn object_schema(t: &ToolSchema) -> Result<Value, GrammarError> {
                 Some(Value::Array(a)) if a.iter().any(|v| v == "object") => {
                     map.insert("type".into(), "object".into());
                 }
-                Some(other) => return Err(GrammarError::Tool(format!(
+                Some(other) => {
+                    return Err(GrammarError::Tool(format!(
                     "the parameters of tool `{}` have type {other}; arguments are always an object",
                     t.name
-                ))),
+                )))
+                }
             }
             Ok(schema)
         }

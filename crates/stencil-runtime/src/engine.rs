@@ -30,6 +30,9 @@ use crate::tools::{
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
+    /// A raw completion prompt (`/v1/completions`): used as is, without the chat template;
+    /// `messages` and `tools` must then be empty.
+    pub prompt: Option<String>,
     pub tools: Vec<Tool>,
     /// Default: `auto` when there are tools, else `none`.
     pub tool_choice: Option<ToolChoice>,
@@ -50,6 +53,7 @@ impl Default for ChatRequest {
     fn default() -> Self {
         Self {
             messages: Vec::new(),
+            prompt: None,
             tools: Vec::new(),
             tool_choice: None,
             parallel_tool_calls: true,
@@ -135,6 +139,41 @@ impl ChatEngine {
     /// constraint (compiled or taken from the cache), the prompt's length.
     pub fn prepare(&self, req: &ChatRequest) -> Result<Prepared> {
         req.params.sampling.validate()?;
+        if req.params.max_tokens == 0 {
+            return Err(RuntimeError::Sampling(
+                "max_tokens must be at least 1".into(),
+            ));
+        }
+        if let Some(text) = &req.prompt {
+            if !req.messages.is_empty() || !req.tools.is_empty() {
+                return Err(RuntimeError::InvalidChat(
+                    "a raw prompt goes without messages and tools".into(),
+                ));
+            }
+            let (constraint, warnings) = self.constraint_for(req, &ToolChoice::None)?;
+            let tokens = self.loaded.tokenizer.encode(text, true)?;
+            let context = self.loaded.model.context_length();
+            if tokens.len() >= context {
+                return Err(RuntimeError::PromptTooLong {
+                    tokens: tokens.len(),
+                    context,
+                    reserved: 1,
+                });
+            }
+            let mut params = req.params.clone();
+            params.constraint = constraint;
+            return Ok(Prepared {
+                prompt: Prompt {
+                    text: text.clone(),
+                    tokens,
+                    dropped_messages: 0,
+                },
+                params,
+                warnings,
+                tools: false,
+                timeout: req.timeout,
+            });
+        }
         validate_tools(&req.tools)?;
         validate_conversation(&req.messages)?;
         let choice = match (&req.tool_choice, req.tools.is_empty()) {

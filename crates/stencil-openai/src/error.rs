@@ -1,0 +1,149 @@
+//! API errors: the OpenAI error object and its HTTP status.
+
+use serde::{Deserialize, Serialize};
+use stencil_runtime::RuntimeError;
+
+/// An error as the API reports it: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+    pub kind: &'static str,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
+
+/// The JSON body of an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorObject,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub message: String,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub param: Option<String>,
+    #[serde(default)]
+    pub code: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    /// 400 about one request field.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status: 400,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            code: None,
+        }
+    }
+
+    pub fn with_code(mut self, code: &str) -> Self {
+        self.code = Some(code.to_string());
+        self
+    }
+
+    pub fn unauthorized() -> Self {
+        Self {
+            status: 401,
+            message: "missing or wrong API key: send `Authorization: Bearer <key>`".into(),
+            kind: "authentication_error",
+            param: None,
+            code: Some("invalid_api_key".into()),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>, code: &str) -> Self {
+        Self {
+            status: 404,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some(code.into()),
+        }
+    }
+
+    pub fn overloaded(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            kind: "server_overloaded",
+            param: None,
+            code: None,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self {
+            status: 500,
+            message: message.into(),
+            kind: "server_error",
+            param: None,
+            code: None,
+        }
+    }
+
+    /// The one mapping from runtime errors to API errors. `constraint_param` names the field
+    /// the request's constraint came from (`response_format`, `guided_json`, `tools`...).
+    pub fn from_runtime(e: &RuntimeError, constraint_param: &str) -> Self {
+        let msg = e.to_string();
+        match e {
+            RuntimeError::InvalidChat(m) => {
+                let param = if m.starts_with("tool_choice") {
+                    "tool_choice"
+                } else if m.starts_with("tools") {
+                    "tools"
+                } else {
+                    "messages"
+                };
+                Self::invalid(param, msg)
+            }
+            RuntimeError::Template(_) => Self::invalid("messages", msg),
+            RuntimeError::PromptTooLong { .. } => {
+                Self::invalid("messages", msg).with_code("context_length_exceeded")
+            }
+            RuntimeError::Grammar(_) => {
+                Self::invalid(constraint_param, msg).with_code("invalid_constraint")
+            }
+            RuntimeError::Constraint(_) => {
+                Self::invalid(constraint_param, msg).with_code("constraint_too_complex")
+            }
+            RuntimeError::Sampling(_) => Self::invalid("sampling", msg),
+            RuntimeError::Timeout(_) => Self {
+                status: 504,
+                message: msg,
+                kind: "timeout",
+                param: None,
+                code: Some("timeout".into()),
+            },
+            RuntimeError::Cancelled => Self {
+                status: 499,
+                message: msg,
+                kind: "cancelled",
+                param: None,
+                code: None,
+            },
+            _ => Self::internal(msg),
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorObject {
+                message: self.message.clone(),
+                kind: Some(self.kind.to_string()),
+                param: self.param.clone(),
+                code: self.code.clone().map(serde_json::Value::String),
+            },
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.body()).expect("errors serialize")
+    }
+}

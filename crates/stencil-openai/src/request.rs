@@ -1,0 +1,717 @@
+//! Request bodies -> validated runtime requests.
+//!
+//! Bodies are read as JSON values and checked field by field, so every error names its field
+//! (`temperature must be a number from 0 to 2, not "hot"`). Fields of the OpenAI API and of
+//! other local servers' constraint extensions are understood; a field we know but cannot honour
+//! (`n` > 1, `logprobs`, non-zero `presence_penalty`) is a 400, never silently dropped; fields
+//! we do not know (`user`, `metadata`...) are ignored as OpenAI does.
+
+use serde_json::{Map, Value};
+use stencil_grammar::{Constraint, Whitespace};
+use stencil_runtime::chat::ChatMessage;
+use stencil_runtime::engine::ChatRequest;
+use stencil_runtime::generate::GenerateParams;
+use stencil_runtime::sampler::SamplingParams;
+use stencil_runtime::tools::{Tool, ToolChoice};
+
+use crate::error::ApiError;
+
+/// A checked request: the runtime request plus what the HTTP layer needs.
+#[derive(Debug, Clone)]
+pub struct ValidRequest {
+    /// The `model` field, if given.
+    pub model: Option<String>,
+    pub stream: bool,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+    pub request: ChatRequest,
+    /// The field the constraint came from, for error messages about it.
+    pub constraint_param: &'static str,
+}
+
+type Obj = Map<String, Value>;
+
+fn body_object(body: &Value) -> Result<&Obj, ApiError> {
+    body.as_object().ok_or_else(|| {
+        ApiError::invalid(
+            "body",
+            format!("the request body must be a JSON object, not {}", kind(body)),
+        )
+    })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A present, non-null field.
+fn field<'a>(o: &'a Obj, name: &str) -> Option<&'a Value> {
+    o.get(name).filter(|v| !v.is_null())
+}
+
+fn number(o: &Obj, name: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
+    match field(o, name) {
+        None => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
+            _ => Err(ApiError::invalid(
+                name,
+                format!("`{name}` must be a number from {lo} to {hi}, not {v}"),
+            )),
+        },
+    }
+}
+
+fn integer(o: &Obj, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
+    match field(o, name) {
+        None => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
+            _ => Err(ApiError::invalid(
+                name,
+                format!("`{name}` must be an integer from {lo} to {hi}, not {v}"),
+            )),
+        },
+    }
+}
+
+fn boolean(o: &Obj, name: &str) -> Result<Option<bool>, ApiError> {
+    match field(o, name) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(ApiError::invalid(
+            name,
+            format!("`{name}` must be true or false, not {v}"),
+        )),
+    }
+}
+
+fn string<'a>(o: &'a Obj, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match field(o, name) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(ApiError::invalid(
+            name,
+            format!("`{name}` must be a string, not {}", kind(v)),
+        )),
+    }
+}
+
+/// Sampling, length and stop fields shared by both endpoints.
+fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiError> {
+    let max = integer(o, "max_completion_tokens", 1, u32::MAX as i64)?
+        .or(integer(o, "max_tokens", 1, u32::MAX as i64)?)
+        .map_or(default_max_tokens, |n| n as usize);
+    if let Some(n) = integer(o, "n", 1, 128)
+        .map_err(|_| ApiError::invalid("n", "`n` must be 1: one choice per request is supported"))?
+    {
+        if n != 1 {
+            return Err(ApiError::invalid(
+                "n",
+                format!("`n` is {n}, but only n = 1 is supported; send {n} requests instead"),
+            ));
+        }
+    }
+    for name in ["presence_penalty", "frequency_penalty"] {
+        if let Some(x) = number(o, name, -2.0, 2.0)? {
+            if x != 0.0 {
+                return Err(ApiError::invalid(
+                    name,
+                    format!("`{name}` is not supported (use `repetition_penalty`); send 0 or leave it out"),
+                ));
+            }
+        }
+    }
+    if boolean(o, "logprobs")? == Some(true) || field(o, "top_logprobs").is_some() {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "log probabilities are not supported",
+        ));
+    }
+    if field(o, "logit_bias").is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty())) {
+        return Err(ApiError::invalid(
+            "logit_bias",
+            "`logit_bias` is not supported",
+        ));
+    }
+    let sampling = SamplingParams {
+        temperature: number(o, "temperature", 0.0, 2.0)?.map_or(1.0, |x| x as f32),
+        top_p: number(o, "top_p", 0.0, 1.0)?.map(|x| x as f32),
+        top_k: match integer(o, "top_k", -1, 1 << 20)? {
+            Some(k) if k > 0 => Some(k as usize),
+            _ => None,
+        },
+        min_p: number(o, "min_p", 0.0, 1.0)?.map(|x| x as f32),
+        repetition_penalty: number(o, "repetition_penalty", 0.01, 10.0)?.map(|x| x as f32),
+        seed: match field(o, "seed") {
+            None => None,
+            Some(v) => Some(v.as_u64().or(v.as_i64().map(|x| x as u64)).ok_or_else(|| {
+                ApiError::invalid("seed", format!("`seed` must be an integer, not {v}"))
+            })?),
+        },
+    };
+    sampling
+        .validate()
+        .map_err(|e| ApiError::invalid("temperature", e.to_string()))?;
+    let stop = match field(o, "stop") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => {
+            if a.len() > 16 {
+                return Err(ApiError::invalid("stop", "`stop` takes at most 16 strings"));
+            }
+            a.iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    s.as_str().map(str::to_string).ok_or_else(|| {
+                        ApiError::invalid("stop", format!("stop[{i}] must be a string, not {s}"))
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        }
+        Some(v) => {
+            return Err(ApiError::invalid(
+                "stop",
+                format!(
+                    "`stop` must be a string or an array of strings, not {}",
+                    kind(v)
+                ),
+            ))
+        }
+    };
+    Ok(GenerateParams {
+        max_tokens: max,
+        sampling,
+        stop,
+        constraint: None,
+        fast_forward: true,
+    })
+}
+
+/// Parses a JSON Schema given inline or as JSON text (vLLM accepts both for `guided_json`).
+fn schema_value(param: &str, v: &Value) -> Result<Value, ApiError> {
+    match v {
+        Value::Object(_) | Value::Bool(_) => Ok(v.clone()),
+        Value::String(s) => serde_json::from_str(s).map_err(|e| {
+            ApiError::invalid(
+                param,
+                format!("`{param}` is a string that is not JSON: {e}"),
+            )
+        }),
+        other => Err(ApiError::invalid(
+            param,
+            format!(
+                "`{param}` must be a JSON Schema object, not {}",
+                kind(other)
+            ),
+        )),
+    }
+}
+
+fn choices(param: &str, v: &Value) -> Result<Constraint, ApiError> {
+    let list = v.as_array().ok_or_else(|| {
+        ApiError::invalid(param, format!("`{param}` must be an array of strings"))
+    })?;
+    if list.is_empty() {
+        return Err(ApiError::invalid(param, format!("`{param}` is empty")));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.as_str().map(str::to_string).ok_or_else(|| {
+                ApiError::invalid(param, format!("{param}[{i}] must be a string, not {c}"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Constraint::Choice)
+}
+
+/// Every constraint field of the request, as (field, constraint).
+fn constraints(o: &Obj) -> Result<Vec<(&'static str, Constraint)>, ApiError> {
+    let mut found = Vec::new();
+    if let Some(rf) = field(o, "response_format") {
+        let rf = rf.as_object().ok_or_else(|| {
+            ApiError::invalid("response_format", "`response_format` must be an object")
+        })?;
+        match rf.get("type").and_then(Value::as_str) {
+            Some("text") => {}
+            Some("json_object") => match field(rf, "schema") {
+                // Some servers take a schema here; honour it rather than drop it.
+                Some(s) => found.push((
+                    "response_format",
+                    Constraint::JsonSchema(schema_value("response_format.schema", s)?),
+                )),
+                None => found.push(("response_format", Constraint::AnyJsonObject)),
+            },
+            Some("json_schema") => {
+                let js = field(rf, "json_schema")
+                    .and_then(Value::as_object)
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                        "response_format.json_schema",
+                        "`response_format.json_schema` must be an object with `name` and `schema`",
+                    )
+                    })?;
+                if let Some(name) = string(js, "name").map_err(|_| {
+                    ApiError::invalid(
+                        "response_format.json_schema.name",
+                        "`name` must be a string",
+                    )
+                })? {
+                    if name.is_empty()
+                        || name.len() > 64
+                        || !name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    {
+                        return Err(ApiError::invalid(
+                            "response_format.json_schema.name",
+                            format!("`response_format.json_schema.name` `{name}` must be 1-64 characters of a-z, A-Z, 0-9, _ and -"),
+                        ));
+                    }
+                }
+                boolean(js, "strict")?;
+                let schema = match field(js, "schema") {
+                    Some(s) => schema_value("response_format.json_schema.schema", s)?,
+                    None => {
+                        return Err(ApiError::invalid(
+                            "response_format.json_schema.schema",
+                            "`response_format.json_schema.schema` is missing",
+                        ))
+                    }
+                };
+                found.push(("response_format", Constraint::JsonSchema(schema)));
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    "response_format.type",
+                    format!(
+                        "`response_format.type` is {}; expected text, json_object or json_schema",
+                        other.map_or("missing".to_string(), |t| format!("`{t}`"))
+                    ),
+                ))
+            }
+        }
+    }
+    if let Some(v) = field(o, "guided_json") {
+        found.push((
+            "guided_json",
+            Constraint::JsonSchema(schema_value("guided_json", v)?),
+        ));
+    }
+    if let Some(re) = string(o, "guided_regex")? {
+        found.push(("guided_regex", Constraint::Regex(re.to_string())));
+    }
+    if let Some(v) = field(o, "guided_choice") {
+        found.push(("guided_choice", choices("guided_choice", v)?));
+    }
+    if field(o, "guided_grammar").is_some() {
+        return Err(ApiError::invalid(
+            "guided_grammar",
+            "`guided_grammar` (EBNF/Lark grammars) is not supported; use guided_json, guided_regex or guided_choice",
+        ));
+    }
+    if let Some(so) = field(o, "structured_outputs") {
+        let so = so.as_object().ok_or_else(|| {
+            ApiError::invalid(
+                "structured_outputs",
+                "`structured_outputs` must be an object",
+            )
+        })?;
+        for (k, v) in so {
+            if v.is_null() {
+                continue;
+            }
+            let param = match k.as_str() {
+                "json" => "structured_outputs.json",
+                "regex" => "structured_outputs.regex",
+                "choice" => "structured_outputs.choice",
+                "json_object" => "structured_outputs.json_object",
+                "whitespace_pattern" | "disable_any_whitespace" | "disable_additional_properties" => continue,
+                other => {
+                    return Err(ApiError::invalid(
+                        "structured_outputs",
+                        format!("`structured_outputs.{other}` is not supported (json, regex, choice, json_object are)"),
+                    ))
+                }
+            };
+            let c = match k.as_str() {
+                "json" => Constraint::JsonSchema(schema_value(param, v)?),
+                "regex" => Constraint::Regex(
+                    v.as_str()
+                        .ok_or_else(|| {
+                            ApiError::invalid(param, format!("`{param}` must be a string"))
+                        })?
+                        .to_string(),
+                ),
+                "choice" => choices(param, v)?,
+                _ => match v {
+                    Value::Bool(true) => Constraint::AnyJsonObject,
+                    Value::Bool(false) => continue,
+                    _ => {
+                        return Err(ApiError::invalid(
+                            param,
+                            format!("`{param}` must be true or false"),
+                        ))
+                    }
+                },
+            };
+            found.push((param, c));
+        }
+    }
+    Ok(found)
+}
+
+fn whitespace(o: &Obj) -> Result<Whitespace, ApiError> {
+    let so = field(o, "structured_outputs").and_then(Value::as_object);
+    let pattern = match string(o, "guided_whitespace_pattern")? {
+        Some(p) => Some(p),
+        None => so
+            .map(|so| string(so, "whitespace_pattern"))
+            .transpose()?
+            .flatten(),
+    };
+    if let Some(p) = pattern {
+        return Ok(Whitespace::Pattern(p.to_string()));
+    }
+    if so
+        .map(|so| boolean(so, "disable_any_whitespace"))
+        .transpose()?
+        .flatten()
+        == Some(true)
+    {
+        return Ok(Whitespace::Compact);
+    }
+    Ok(Whitespace::default())
+}
+
+fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> {
+    let model = string(o, "model")?.map(str::to_string);
+    let stream = boolean(o, "stream")?.unwrap_or(false);
+    let include_usage = match field(o, "stream_options") {
+        None => false,
+        Some(Value::Object(so)) => boolean(so, "include_usage")?.unwrap_or(false),
+        Some(v) => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                format!("`stream_options` must be an object, not {}", kind(v)),
+            ))
+        }
+    };
+    let params = generation(o, default_max_tokens)?;
+    let mut found = constraints(o)?;
+    if found.len() > 1 {
+        let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
+        return Err(ApiError::invalid(
+            names[1],
+            format!(
+                "more than one output constraint in one request: {}; send one",
+                names.join(" and ")
+            ),
+        ));
+    }
+    let (constraint_param, constraint) = match found.pop() {
+        Some((p, c)) => (p, Some(c)),
+        None => ("tools", None),
+    };
+    Ok(ValidRequest {
+        model,
+        stream,
+        include_usage,
+        constraint_param,
+        request: ChatRequest {
+            constraint,
+            whitespace: whitespace(o)?,
+            lenient: false,
+            params,
+            ..ChatRequest::default()
+        },
+    })
+}
+
+/// Checks a `/v1/chat/completions` body.
+pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
+    let o = body_object(body)?;
+    let mut v = common(o, 1024)?;
+    let messages = match field(o, "messages") {
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "messages",
+                format!(
+                    "`messages` must be an array of messages, not {}",
+                    kind(other)
+                ),
+            ))
+        }
+        None => return Err(ApiError::invalid("messages", "`messages` is missing")),
+    };
+    v.request.messages = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::from_value::<ChatMessage>(m.clone())
+                .map_err(|e| ApiError::invalid("messages", format!("messages[{i}]: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    if let Some(tools) = field(o, "tools") {
+        let list = tools.as_array().ok_or_else(|| {
+            ApiError::invalid(
+                "tools",
+                format!("`tools` must be an array, not {}", kind(tools)),
+            )
+        })?;
+        v.request.tools = list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                serde_json::from_value::<Tool>(t.clone())
+                    .map_err(|e| ApiError::invalid("tools", format!("tools[{i}]: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(tc) = field(o, "tool_choice") {
+        v.request.tool_choice =
+            Some(ToolChoice::from_json(tc).map_err(|m| ApiError::invalid("tool_choice", m))?);
+    }
+    v.request.parallel_tool_calls = boolean(o, "parallel_tool_calls")?.unwrap_or(true);
+    if !v.request.tools.is_empty() && v.request.constraint.is_none() {
+        v.constraint_param = "tools";
+    }
+    Ok(v)
+}
+
+/// Checks a `/v1/completions` body (raw prompt, no chat template).
+pub fn completion_request(body: &Value) -> Result<ValidRequest, ApiError> {
+    let o = body_object(body)?;
+    let mut v = common(o, 16)?;
+    let prompt = match field(o, "prompt") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            a[0].as_str().unwrap_or_default().to_string()
+        }
+        Some(Value::Array(_)) => {
+            return Err(ApiError::invalid(
+                "prompt",
+                "`prompt` must be one string (several prompts per request are not supported)",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "prompt",
+                format!("`prompt` must be a string, not {}", kind(other)),
+            ))
+        }
+        None => return Err(ApiError::invalid("prompt", "`prompt` is missing")),
+    };
+    if boolean(o, "echo")? == Some(true) {
+        return Err(ApiError::invalid("echo", "`echo` is not supported"));
+    }
+    if string(o, "suffix")?.is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::invalid("suffix", "`suffix` is not supported"));
+    }
+    if integer(o, "best_of", 1, 1).is_err() {
+        return Err(ApiError::invalid(
+            "best_of",
+            "only `best_of` = 1 is supported",
+        ));
+    }
+    v.request.prompt = Some(prompt);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(body: Value) -> ApiError {
+        chat_request(&body).unwrap_err()
+    }
+
+    fn msgs() -> Value {
+        json!([{"role": "user", "content": "hi"}])
+    }
+
+    #[test]
+    fn fields_map_onto_the_runtime_request() {
+        let v = chat_request(&json!({
+            "model": "m", "messages": msgs(), "max_completion_tokens": 7, "temperature": 0.5,
+            "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 3, "stop": ["\n", "END"],
+            "stream": true, "stream_options": {"include_usage": true},
+            "guided_regex": "[a-z]+", "guided_whitespace_pattern": " ?", "user": "ignored"
+        }))
+        .unwrap();
+        assert_eq!(v.model.as_deref(), Some("m"));
+        assert!(v.stream && v.include_usage);
+        let r = &v.request;
+        assert_eq!(r.params.max_tokens, 7);
+        assert_eq!(r.params.sampling.temperature, 0.5);
+        assert_eq!(r.params.sampling.top_k, Some(40));
+        assert_eq!(r.params.sampling.seed, Some(3));
+        assert_eq!(r.params.stop, vec!["\n", "END"]);
+        assert!(matches!(&r.constraint, Some(Constraint::Regex(re)) if re == "[a-z]+"));
+        assert_eq!(r.whitespace, Whitespace::Pattern(" ?".into()));
+        assert_eq!(v.constraint_param, "guided_regex");
+
+        let v = chat_request(&json!({"messages": msgs(), "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}, "strict": true}}})).unwrap();
+        assert!(
+            matches!(&v.request.constraint, Some(Constraint::JsonSchema(s)) if s == &json!({"type": "integer"}))
+        );
+        let v = chat_request(
+            &json!({"messages": msgs(), "structured_outputs": {"choice": ["a", "b"]}}),
+        )
+        .unwrap();
+        assert!(matches!(&v.request.constraint, Some(Constraint::Choice(c)) if c.len() == 2));
+        let v = chat_request(&json!({"messages": msgs(), "guided_json": "{\"type\": \"null\"}"}))
+            .unwrap();
+        assert!(matches!(
+            &v.request.constraint,
+            Some(Constraint::JsonSchema(_))
+        ));
+        let v =
+            chat_request(&json!({"messages": msgs(), "response_format": {"type": "json_object"}}))
+                .unwrap();
+        assert!(matches!(
+            &v.request.constraint,
+            Some(Constraint::AnyJsonObject)
+        ));
+        let v = chat_request(&json!({"messages": msgs(), "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false})).unwrap();
+        assert_eq!(v.request.tool_choice, Some(ToolChoice::Named("f".into())));
+        assert!(!v.request.parallel_tool_calls);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let cases = [
+            (json!({"messages": "hello"}), "messages", "must be an array"),
+            (json!({}), "messages", "is missing"),
+            (
+                json!({"messages": [{"content": "x"}]}),
+                "messages",
+                "messages[0]: missing field `role`",
+            ),
+            (json!({"messages": msgs(), "n": 2}), "n", "only n = 1"),
+            (
+                json!({"messages": msgs(), "temperature": "hot"}),
+                "temperature",
+                "from 0 to 2",
+            ),
+            (
+                json!({"messages": msgs(), "temperature": 3}),
+                "temperature",
+                "from 0 to 2",
+            ),
+            (
+                json!({"messages": msgs(), "max_tokens": 0}),
+                "max_tokens",
+                "integer from 1",
+            ),
+            (
+                json!({"messages": msgs(), "stop": 5}),
+                "stop",
+                "string or an array",
+            ),
+            (
+                json!({"messages": msgs(), "stream": "yes"}),
+                "stream",
+                "true or false",
+            ),
+            (
+                json!({"messages": msgs(), "presence_penalty": 1}),
+                "presence_penalty",
+                "not supported",
+            ),
+            (
+                json!({"messages": msgs(), "logprobs": true}),
+                "logprobs",
+                "not supported",
+            ),
+            (
+                json!({"messages": msgs(), "guided_regex": "a", "guided_choice": ["a"]}),
+                "guided_choice",
+                "more than one output constraint",
+            ),
+            (
+                json!({"messages": msgs(), "response_format": {"type": "json_object"}, "guided_json": {}}),
+                "guided_json",
+                "response_format and guided_json",
+            ),
+            (
+                json!({"messages": msgs(), "response_format": {"type": "xml"}}),
+                "response_format.type",
+                "`xml`",
+            ),
+            (
+                json!({"messages": msgs(), "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}),
+                "response_format.json_schema.schema",
+                "missing",
+            ),
+            (
+                json!({"messages": msgs(), "guided_choice": []}),
+                "guided_choice",
+                "empty",
+            ),
+            (
+                json!({"messages": msgs(), "guided_grammar": "root ::= x"}),
+                "guided_grammar",
+                "not supported",
+            ),
+            (
+                json!({"messages": msgs(), "tools": {}}),
+                "tools",
+                "must be an array",
+            ),
+            (
+                json!({"messages": msgs(), "tools": [{"type": "function"}]}),
+                "tools",
+                "tools[0]: missing field `function`",
+            ),
+            (
+                json!({"messages": msgs(), "tool_choice": "sometimes"}),
+                "tool_choice",
+                "`sometimes`",
+            ),
+            (json!([1]), "body", "JSON object"),
+        ];
+        for (body, param, text) in cases {
+            let e = err(body.clone());
+            assert_eq!(e.status, 400, "{body}");
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
+            assert!(e.message.contains(text), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn completion_bodies() {
+        let v = completion_request(&json!({"prompt": ["Once"], "max_tokens": 5})).unwrap();
+        assert_eq!(v.request.prompt.as_deref(), Some("Once"));
+        assert_eq!(v.request.params.max_tokens, 5);
+        assert_eq!(
+            completion_request(&json!({"prompt": "x"}))
+                .unwrap()
+                .request
+                .params
+                .max_tokens,
+            16
+        );
+        for (body, param) in [
+            (json!({}), "prompt"),
+            (json!({"prompt": ["a", "b"]}), "prompt"),
+            (json!({"prompt": 3}), "prompt"),
+            (json!({"prompt": "a", "echo": true}), "echo"),
+        ] {
+            assert_eq!(
+                completion_request(&body).unwrap_err().param.as_deref(),
+                Some(param)
+            );
+        }
+    }
+}
