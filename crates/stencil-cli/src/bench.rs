@@ -62,3 +62,116 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 fn candle_core_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// `stencil bench overhead`: what a constraint costs per decoded token.
+#[derive(Args, Debug)]
+pub struct OverheadArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The JSON Schema to generate under.
+    #[arg(long, default_value = "schemas/corpus/order.json")]
+    pub json_schema: std::path::PathBuf,
+    /// The user message.
+    #[arg(
+        long,
+        default_value = "Respond with JSON. A shop order with one to three line items."
+    )]
+    pub prompt: String,
+    #[arg(long, default_value_t = 300)]
+    pub max_tokens: usize,
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+}
+
+/// Greedy constrained decoding (with and without forced-token fast-forward) against an
+/// unconstrained replay of the very same tokens, so both sides run identical forward passes;
+/// medians over `runs`.
+pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    use stencil_grammar::{compile, Constraint as Spec, Options};
+    use stencil_mask::{Constraint, Limits, TokenTrie};
+    use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
+    use stencil_runtime::generate::{GenerateParams, Generator};
+
+    let loaded = args.model.load()?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&args.json_schema)?)?;
+    let options = Options {
+        plain_integers: true,
+        ..Options::default()
+    };
+    let grammar = compile(&Spec::JsonSchema(schema), &options)?.grammar;
+    let trie = Arc::new(TokenTrie::new(loaded.tokenizer.vocab()));
+    let prompt = build_prompt(
+        &loaded.template,
+        &loaded.tokenizer,
+        &[ChatMessage::new("user", &args.prompt)],
+        None,
+        loaded.model.context_length(),
+        1,
+        TruncationPolicy::Error,
+    )?
+    .tokens;
+    let (mut free, mut masked, mut ff_total, mut noff_total) = (vec![], vec![], vec![], vec![]);
+    let (mut tokens_len, mut forced) = (0, 0);
+    for _ in 0..args.runs.max(1) {
+        // A fresh constraint each run: its mask cache starts cold, as for a new schema.
+        let constraint = Constraint::new(&grammar, trie.clone(), Limits::default())?;
+        let params = |fast_forward| GenerateParams {
+            max_tokens: args.max_tokens,
+            constraint: Some(constraint.clone()),
+            fast_forward,
+            ..GenerateParams::default()
+        };
+        let params_greedy = |fast_forward| {
+            let mut p = params(fast_forward);
+            p.sampling.temperature = 0.0;
+            p
+        };
+        let g = Generator::new(
+            loaded.model.as_ref(),
+            &loaded.tokenizer,
+            &prompt,
+            &params_greedy(false),
+        )?
+        .into_generation()?;
+        masked.push(g.timings.decode_ms_per_token(&g.usage));
+        noff_total.push(g.timings.decode.as_secs_f64() * 1e3);
+        tokens_len = g.tokens.len();
+        // Unconstrained replay: same prompt, same tokens, sampling each step as well.
+        let mut session = loaded.model.new_session()?;
+        let mut logits = session.forward(&prompt)?.to_vec1::<f32>()?;
+        let t = Instant::now();
+        for (i, &tok) in g.tokens.iter().enumerate() {
+            std::hint::black_box(argmax(&logits));
+            if i + 1 < g.tokens.len() {
+                logits = session.forward(&[tok])?.to_vec1::<f32>()?;
+            }
+        }
+        free.push(t.elapsed().as_secs_f64() * 1e3 / g.tokens.len().max(1) as f64);
+        let constraint = Constraint::new(&grammar, trie.clone(), Limits::default())?;
+        let mut p = params_greedy(true);
+        p.constraint = Some(constraint);
+        let f = Generator::new(loaded.model.as_ref(), &loaded.tokenizer, &prompt, &p)?
+            .into_generation()?;
+        ff_total.push(f.timings.decode.as_secs_f64() * 1e3);
+        forced = f.forced_tokens;
+    }
+    let (free, masked) = (median(free), median(masked));
+    let summary = serde_json::json!({
+        "schema": args.json_schema.display().to_string(),
+        "tokens": tokens_len,
+        "unconstrained_ms_per_token": (free * 100.0).round() / 100.0,
+        "constrained_ms_per_token": (masked * 100.0).round() / 100.0,
+        "overhead_pct": ((masked / free - 1.0) * 1000.0).round() / 10.0,
+        "fast_forward": {
+            "forced_tokens": forced,
+            "decode_ms_without": median(noff_total).round(),
+            "decode_ms_with": median(ff_total).round(),
+        },
+        "runs": args.runs,
+    });
+    println!("{summary}");
+    Ok(())
+}

@@ -77,6 +77,9 @@ pub struct GenerateArgs {
     /// At most one tool call.
     #[arg(long)]
     pub no_parallel_tool_calls: bool,
+    /// Unroll recursive schemas to this many nested levels (0: unbounded).
+    #[arg(long, default_value_t = stencil_runtime::engine::DEFAULT_MAX_RECURSION)]
+    pub max_recursion: u32,
     /// Sample every token, even those the constraint forces (for measuring fast-forward).
     #[arg(long)]
     pub no_fast_forward: bool,
@@ -177,6 +180,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         constraint: spec.clone(),
         whitespace,
         lenient: args.lenient,
+        max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
         params,
         truncation: if args.truncation == "error" {
             TruncationPolicy::Error
@@ -295,6 +299,8 @@ fn build_constraint(
     let options = Options {
         lenient: args.lenient,
         whitespace,
+        plain_integers: true,
+        max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
         ..Options::default()
     };
     let compiled = compile(spec, &options)?;

@@ -4,8 +4,10 @@
 //! - `stencil convert`: write a GGUF as a Hugging Face safetensors directory.
 //! - `stencil bench`: prompt tok/s and decode ms/token for a model; `stencil bench maskbench`:
 //!   constraint compile and mask times on MaskBench data.
+//! - `stencil batch`: many chat requests from JSONL, each with its own constraint or tools.
 //! - `stencil test-suite`: the JSON Schema Test Suite, token by token.
 
+mod batch;
 mod bench;
 mod conformance;
 mod generate;
@@ -46,6 +48,8 @@ enum Command {
     },
     /// Measure prompt throughput and decode latency (or `bench maskbench`: mask speed).
     Bench(BenchCommand),
+    /// Run many chat requests from a JSONL file (one result line each, in order).
+    Batch(batch::BatchArgs),
     /// Run the JSON Schema Test Suite through the constraint engine, token by token.
     TestSuite(test_suite::TestSuiteArgs),
 }
@@ -63,6 +67,8 @@ struct BenchCommand {
 enum BenchSub {
     /// Constraint compile and mask times and correctness on MaskBench files.
     Maskbench(maskbench::MaskBenchArgs),
+    /// Decode cost of a constraint: constrained vs unconstrained ms/token, fast-forward.
+    Overhead(bench::OverheadArgs),
 }
 
 /// Model selection flags shared by commands.
@@ -157,7 +163,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sub: Some(BenchSub::Maskbench(args)),
             ..
         }) => maskbench::run(args),
+        Command::Bench(BenchCommand {
+            sub: Some(BenchSub::Overhead(args)),
+            ..
+        }) => bench::overhead(args),
         Command::Bench(BenchCommand { model, .. }) => bench::run(model),
         Command::TestSuite(args) => test_suite::run(args),
+        Command::Batch(args) => batch::run(args),
     }
 }

@@ -70,6 +70,14 @@ pub struct Options {
     pub max_schema_bytes: usize,
     /// Largest expression tree built (a guard against exponential `allOf`/`anyOf` expansion).
     pub max_expr_nodes: usize,
+    /// Write `"type": "integer"` values as plain integers only (`8`, never `8.0`). Both are
+    /// valid JSON Schema integers (draft 6 on), so the default accepts both, as a validator
+    /// must; generation turns this on because typed parsers (serde's `u64`) reject `8.0`.
+    pub plain_integers: bool,
+    /// Unroll recursive `$ref`s to at most this many nested levels (`None`: unbounded). The
+    /// language shrinks (deeper values are refused) but never grows; generation uses it so a
+    /// small model that keeps opening nested values is made to close them.
+    pub max_recursion: Option<u32>,
 }
 
 impl Default for Options {
@@ -80,6 +88,8 @@ impl Default for Options {
             format: FormatMode::Assert,
             max_schema_bytes: 4 << 20,
             max_expr_nodes: 2_000_000,
+            plain_integers: false,
+            max_recursion: None,
         }
     }
 }

@@ -144,3 +144,36 @@ fn key_except_direct() {
         assert_eq!(stencil_grammar::matches(&e, &[], k.as_bytes()), want, "{k}");
     }
 }
+
+#[test]
+fn bounded_recursion_refuses_deeper_values_only() {
+    use stencil_grammar::matches;
+    let schema = json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "additionalProperties": false}}});
+    let nest = |depth: usize| {
+        let mut s = "{}".to_string();
+        for _ in 0..depth {
+            s = format!("{{\"c\":[{s},{s}]}}");
+        }
+        s
+    };
+    let accepts = |opts: &Options, text: &str| {
+        let g = compile_schema(&schema, opts).unwrap().grammar;
+        matches(&g.rule(g.start).expr, &g.rules, text.as_bytes())
+    };
+    let unbounded = Options::default();
+    let bounded = Options {
+        max_recursion: Some(2),
+        ..Options::default()
+    };
+    for depth in 0..=5 {
+        assert!(accepts(&unbounded, &nest(depth)), "depth {depth}");
+        // Depth 0 is the top value; two recursive levels below it are allowed.
+        assert_eq!(accepts(&bounded, &nest(depth)), depth <= 2, "depth {depth}");
+    }
+    // Recursion that is required cannot be unrolled: a clear error, not a silent change.
+    let endless = json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}}});
+    assert!(matches!(
+        compile_schema(&endless, &bounded),
+        Err(GrammarError::Unsatisfiable { .. })
+    ));
+}

@@ -26,6 +26,9 @@ use crate::tools::{
     ToolCallParser, ToolChoice, ToolEvent,
 };
 
+/// Default nesting bound for recursive schemas in generation.
+pub const DEFAULT_MAX_RECURSION: u32 = 12;
+
 /// A chat request, validated and typed (wire formats map onto this).
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
@@ -42,6 +45,9 @@ pub struct ChatRequest {
     pub whitespace: Whitespace,
     /// Unsupported schema keywords become warnings instead of errors.
     pub lenient: bool,
+    /// Recursive schemas are unrolled to this many nested levels (`None`: unbounded), so a
+    /// small model that keeps nesting is made to close its values.
+    pub max_recursion: Option<u32>,
     /// Sampling, `max_tokens`, stop strings (its `constraint` is set by the engine).
     pub params: GenerateParams,
     pub truncation: TruncationPolicy,
@@ -60,6 +66,7 @@ impl Default for ChatRequest {
             constraint: None,
             whitespace: Whitespace::default(),
             lenient: false,
+            max_recursion: Some(DEFAULT_MAX_RECURSION),
             params: GenerateParams::default(),
             truncation: TruncationPolicy::Error,
             timeout: None,
@@ -230,13 +237,14 @@ impl ChatEngine {
             return Ok((None, Vec::new()));
         }
         let key = format!(
-            "{:?}|{}|{:?}|{}|{:?}|{}",
+            "{:?}|{}|{:?}|{}|{:?}|{}|{:?}",
             req.constraint.as_ref().map(spec_key),
             serde_json::to_string(&req.tools).expect("tools serialize"),
             choice,
             req.parallel_tool_calls,
             req.whitespace,
-            req.lenient
+            req.lenient,
+            req.max_recursion
         );
         if let Some(hit) = self.cache_get(&key) {
             return Ok(hit);
@@ -244,6 +252,8 @@ impl ChatEngine {
         let options = Options {
             whitespace: req.whitespace.clone(),
             lenient: req.lenient,
+            plain_integers: true,
+            max_recursion: req.max_recursion,
             ..Options::default()
         };
         let (grammar, warnings) = self.grammar_for(req, choice, &options)?;

@@ -77,6 +77,8 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
             expr: Expr::Nothing,
         }],
         ref_rules: HashMap::new(),
+        depth_rules: HashMap::new(),
+        bounded: Default::default(),
         ref_memo: HashMap::new(),
         inline_stack: Vec::new(),
         any_rule: None,
@@ -112,6 +114,9 @@ struct Compiler<'a> {
     rules: Vec<Rule>,
     /// `$ref` target pointer -> rule, for targets re-entered while being compiled.
     ref_rules: HashMap<String, RuleId>,
+    /// With bounded recursion: rules per (path of targets, target), and the targets that recur.
+    depth_rules: HashMap<String, RuleId>,
+    bounded: std::collections::HashSet<String>,
     /// Compiled parts of non-recursive `$ref` targets, reused at every reference.
     ref_memo: HashMap<String, Parts>,
     /// `$ref` targets being inlined right now (outermost first).
@@ -224,6 +229,12 @@ impl Compiler<'_> {
     fn ref_parts(&mut self, reference: &Value, ptr: &str) -> Result<Parts, GrammarError> {
         let (target, tptr) = self.resolve(reference, ptr)?;
         let target = target.clone();
+        if let Some(limit) = self.opts.max_recursion {
+            let depth = self.inline_stack.iter().filter(|t| **t == tptr).count() as u32;
+            if depth > 0 {
+                return self.bounded_recursion(&target, tptr, depth, limit);
+            }
+        }
         if let Some(&rule) = self.ref_rules.get(&tptr) {
             return Ok(self.call_parts(rule, &target, &tptr));
         }
@@ -251,7 +262,7 @@ impl Compiler<'_> {
         let out = self.parts(&target, &tptr);
         self.inline_stack.pop();
         let out = out?;
-        if self.ref_rules.contains_key(&tptr) {
+        if self.ref_rules.contains_key(&tptr) || self.bounded.contains(&tptr) {
             // Became recursive while compiling: the recursive path already uses the rule.
             return Ok(out);
         }
@@ -282,6 +293,40 @@ impl Compiler<'_> {
             self.ref_memo.insert(tptr, shared.clone());
         }
         Ok(shared)
+    }
+
+    /// Recursion unrolled to a fixed depth ([`Options::max_recursion`]): one rule per target
+    /// and path of targets being compiled, and no recursive branch past the limit.
+    fn bounded_recursion(
+        &mut self,
+        target: &Value,
+        tptr: String,
+        depth: u32,
+        limit: u32,
+    ) -> Result<Parts, GrammarError> {
+        self.bounded.insert(tptr.clone());
+        if depth > limit {
+            return Ok(nothing());
+        }
+        let key = self.inline_stack.join("\u{0}") + "\u{0}" + &tptr;
+        if let Some(&rule) = self.depth_rules.get(&key) {
+            return Ok(self.call_parts(rule, target, &tptr));
+        }
+        let rule = RuleId(self.rules.len() as u32);
+        self.rules.push(Rule {
+            name: format!("{tptr} (depth {depth})"),
+            expr: Expr::Nothing,
+        });
+        self.depth_rules.insert(key, rule);
+        self.inline_stack.push(tptr.clone());
+        let body = self.schema_expr(target, &tptr);
+        self.inline_stack.pop();
+        let body = body?;
+        if body.is_nothing() {
+            return Ok(nothing());
+        }
+        self.rules[rule.0 as usize].expr = body;
+        Ok(self.call_parts(rule, target, &tptr))
     }
 
     /// A rule call, attributed to the types the target can have (so `oneOf`/`not` can still
@@ -778,7 +823,7 @@ impl Compiler<'_> {
                 }
             }
             // Draft 4: an integer is written without a fraction (`1.0` is not one).
-            let dot_zero = !self.draft4;
+            let dot_zero = !self.draft4 && !self.opts.plain_integers;
             if l.is_none() && h.is_none() {
                 self.json.integer(dot_zero)
             } else {
@@ -854,11 +899,17 @@ impl Compiler<'_> {
                     Some(re) => {
                         parts.push(pattern_to_string_content(&re, &format!("{ptr}/format"))?);
                         if f == "hostname" {
-                            // No "--" in label positions 3-4 (the 253-character total is not enforced):
-                            // IDN A-labels (xn--) cannot be validated by a regex, so they are
-                            // refused rather than accepted unchecked.
+                            // No "--" in label positions 3-4: IDN A-labels (xn--) cannot be
+                            // validated by a regex, so they are refused rather than accepted
+                            // unchecked. At most 253 characters (RFC 1034).
                             let idn = pattern_to_string_content(r"^(?:[^.]*\.)*[^.]{2}--", ptr)?;
                             parts.push(Expr::Not(Box::new(idn)));
+                            parts.push(Expr::repeat(any_string_char(), 1, Some(253)));
+                        }
+                        if f == "email" {
+                            // RFC 5321 sizes: local part at most 64, the whole at most 254.
+                            parts.push(pattern_to_string_content(r"^[^@]{1,64}@", ptr)?);
+                            parts.push(Expr::repeat(any_string_char(), 3, Some(254)));
                         }
                     }
                     None => self.refuse("format", ptr, &format!("unknown format {f:?}"))?,
