@@ -268,16 +268,7 @@ fn whitespace(arg: &str) -> Whitespace {
 /// The constraint asked for on the command line, if any.
 fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<Spec>> {
     Ok(if let Some(s) = &args.json_schema {
-        let path = std::path::Path::new(s);
-        let text = if path.is_file() {
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
-        } else {
-            s.clone()
-        };
-        let schema = serde_json::from_str(&text).with_context(|| {
-            format!("--json-schema {s:?} is neither a readable file nor valid JSON")
-        })?;
-        Some(Spec::JsonSchema(schema))
+        Some(Spec::JsonSchema(read_schema(s)?))
     } else if let Some(re) = &args.regex {
         Some(Spec::Regex(re.clone()))
     } else if !args.choice.is_empty() {
@@ -309,4 +300,16 @@ fn build_constraint(
     }
     let trie = Arc::new(TokenTrie::new(tokenizer.vocab()));
     Ok(Constraint::new(&compiled.grammar, trie, Limits::default())?)
+}
+
+/// A `--json-schema` argument: a file, or the schema itself as JSON.
+pub fn read_schema(s: &str) -> anyhow::Result<serde_json::Value> {
+    let path = std::path::Path::new(s);
+    let text = if path.is_file() {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+    } else {
+        s.to_string()
+    };
+    serde_json::from_str(&text)
+        .with_context(|| format!("--json-schema {s:?} is neither a readable file nor valid JSON"))
 }

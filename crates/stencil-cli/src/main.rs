@@ -4,6 +4,7 @@
 //! - `stencil convert`: write a GGUF as a Hugging Face safetensors directory.
 //! - `stencil bench`: prompt tok/s and decode ms/token for a model; `stencil bench maskbench`:
 //!   constraint compile and mask times on MaskBench data.
+//! - `stencil serve`: the OpenAI-compatible server; `stencil chat --url`: a streaming client.
 //! - `stencil batch`: many chat requests from JSONL, each with its own constraint or tools.
 //! - `stencil test-suite`: the JSON Schema Test Suite, token by token.
 
@@ -12,6 +13,7 @@ mod bench;
 mod conformance;
 mod generate;
 mod maskbench;
+mod serve;
 mod test_suite;
 
 use std::process::ExitCode;
@@ -48,6 +50,10 @@ enum Command {
     },
     /// Measure prompt throughput and decode latency (or `bench maskbench`: mask speed).
     Bench(BenchCommand),
+    /// Serve the OpenAI-compatible API (chat, completions, models) over HTTP.
+    Serve(serve::ServeArgs),
+    /// Chat with an OpenAI-compatible server, streaming the answer.
+    Chat(serve::ChatArgs),
     /// Run many chat requests from a JSONL file (one result line each, in order).
     Batch(batch::BatchArgs),
     /// Run the JSON Schema Test Suite through the constraint engine, token by token.
@@ -170,5 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand { model, .. }) => bench::run(model),
         Command::TestSuite(args) => test_suite::run(args),
         Command::Batch(args) => batch::run(args),
+        Command::Serve(args) => serve::serve_cmd(args),
+        Command::Chat(args) => serve::chat_cmd(args),
     }
 }

@@ -1,0 +1,148 @@
+//! `stencil serve`: the OpenAI-compatible server, and `stencil chat`: a streaming client.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::{json, Value};
+use stencil_openai::client::Client;
+use stencil_runtime::engine::ChatEngine;
+use stencil_server::{serve, shutdown_signal, ServerConfig};
+
+use crate::ModelArgs;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Address to bind (loopback by default; use 0.0.0.0 to serve the network).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one; the address is printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on /v1 requests.
+    #[arg(long, env = "STENCIL_API_KEY")]
+    pub api_key: Option<String>,
+    /// Requests that may wait for the model before new ones get 503.
+    #[arg(long, default_value_t = 16)]
+    pub queue: usize,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_body_bytes: usize,
+    /// Seconds one generation may take.
+    #[arg(long, default_value_t = 600)]
+    pub request_timeout: u64,
+    /// Another name clients may use for the model (repeatable).
+    #[arg(long)]
+    pub served_model_name: Vec<String>,
+}
+
+pub fn serve_cmd(args: ServeArgs) -> anyhow::Result<()> {
+    let engine: Arc<dyn stencil_server::Engine> = Arc::new(ChatEngine::new(args.model.load()?));
+    let config = ServerConfig {
+        api_key: args.api_key,
+        queue: args.queue,
+        max_body_bytes: args.max_body_bytes,
+        request_timeout: Duration::from_secs(args.request_timeout),
+        model_aliases: args.served_model_name,
+        ..ServerConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+        let addr = listener.local_addr()?;
+        eprintln!(
+            "stencil serve: model `{}` listening on http://{addr}",
+            engine.model_id()
+        );
+        serve(listener, engine, config, shutdown_signal()).await?;
+        eprintln!("stencil serve: stopped");
+        anyhow::Ok(())
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    /// Server address, e.g. http://127.0.0.1:8080
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    #[arg(long, env = "STENCIL_API_KEY")]
+    pub api_key: Option<String>,
+    /// Model name to send (default: the first one the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// One message; without it, a conversation is read line by line from stdin.
+    #[arg(long, short = 'p')]
+    pub prompt: Option<String>,
+    #[arg(long)]
+    pub system: Option<String>,
+    #[arg(long, default_value_t = 512)]
+    pub max_tokens: usize,
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    /// Constrain answers to this JSON Schema (file or inline JSON).
+    #[arg(long)]
+    pub json_schema: Option<String>,
+}
+
+pub fn chat_cmd(args: ChatArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.url, args.api_key.clone());
+    let mut messages: Vec<Value> = Vec::new();
+    if let Some(s) = &args.system {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    let schema = match &args.json_schema {
+        Some(s) => Some(crate::generate::read_schema(s)?),
+        None => None,
+    };
+    let turn = |messages: &mut Vec<Value>, text: &str| -> anyhow::Result<()> {
+        messages.push(json!({"role": "user", "content": text}));
+        let mut body = json!({
+            "messages": messages,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+        });
+        if let Some(m) = &args.model {
+            body["model"] = m.clone().into();
+        }
+        if let Some(s) = &schema {
+            body["response_format"] =
+                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": s}});
+        }
+        let mut out = std::io::stdout().lock();
+        let acc = client.chat_stream(&body, |t| {
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        })?;
+        writeln!(out)?;
+        acc.check_complete()?;
+        if acc.finish_reason.as_deref() == Some("length") {
+            eprintln!("(cut by max_tokens)");
+        }
+        messages.push(json!({"role": "assistant", "content": acc.content()}));
+        Ok(())
+    };
+    match &args.prompt {
+        Some(p) => turn(&mut messages, p),
+        None => {
+            let stdin = std::io::stdin();
+            eprint!("> ");
+            for line in stdin.lock().lines() {
+                let line = line?;
+                if !line.trim().is_empty() {
+                    turn(&mut messages, &line)?;
+                }
+                eprint!("> ");
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! An OpenAI-compatible HTTP server over an [`Engine`]: a thin axum layer.
+//!
+//! Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
+//! `GET /health`. Requests are checked by `stencil-openai` (400 naming the field), prepared on
+//! a dedicated thread (constraint compile, prompt), then queued for the one generation thread
+//! ([`worker`]); a full queue is a 503 with `Retry-After`. Streams are SSE with keep-alive
+//! comments while a request waits or its prompt is processed; an error after the stream began
+//! is one `data: {"error": ...}` event, after which the stream ends without `[DONE]`. A client
+//! that disconnects cancels its generation. Every error body is the OpenAI error object, and
+//! [`stencil_openai::ApiError::from_runtime`] is the one place runtime errors get a status.
+
+pub mod chunks;
+pub mod engine;
+mod handlers;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use engine::Engine;
+use worker::Workers;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// With a key, every `/v1` request needs `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Generation jobs that may wait (beyond the running one) before 503.
+    pub queue: usize,
+    /// Largest request body (413 beyond).
+    pub max_body_bytes: usize,
+    /// Wall-clock limit for one generation.
+    pub request_timeout: Duration,
+    /// Interval of SSE keep-alive comments.
+    pub keep_alive: Duration,
+    /// Other names requests may use for the model.
+    pub model_aliases: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            queue: 16,
+            max_body_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(600),
+            keep_alive: Duration::from_secs(10),
+            model_aliases: Vec::new(),
+        }
+    }
+}
+
+/// Shared state of the handlers.
+pub(crate) struct AppState {
+    pub config: ServerConfig,
+    pub model_id: String,
+    pub workers: Workers,
+}
+
+/// The router, with its worker threads started.
+pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
+    let state = Arc::new(AppState {
+        model_id: engine.model_id(),
+        workers: Workers::start(engine, config.queue),
+        config: config.clone(),
+    });
+    Router::new()
+        .route("/v1/chat/completions", post(handlers::chat_completions))
+        .route("/v1/completions", post(handlers::completions))
+        .route("/v1/models", get(handlers::models))
+        .route("/health", get(handlers::health))
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            handlers::auth,
+        ))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets in-flight responses end.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    engine: Arc<dyn Engine>,
+    config: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(engine, config);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: no new requests; in-flight responses finish");
+}

@@ -1,0 +1,397 @@
+//! The real server on loopback with the real default model, driven over HTTP: plain and
+//! streamed chat (the reassembled stream equals the non-streamed answer for the same seed),
+//! constraints validated by `jsonschema`, tools, completions, and every error path.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use stencil_openai::client::Client;
+use stencil_openai::sse::SseDecoder;
+use stencil_runtime::engine::ChatEngine;
+use stencil_runtime::hub::ModelFiles;
+use stencil_runtime::loader::{load, LoadOptions};
+use stencil_server::{serve, ServerConfig};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn engine() -> Arc<ChatEngine> {
+    static E: OnceLock<Arc<ChatEngine>> = OnceLock::new();
+    E.get_or_init(|| {
+        // The same script a user runs fetches the default model.
+        let out = std::process::Command::new("bash")
+            .arg(repo().join("scripts/fetch-model.sh"))
+            .output()
+            .expect("run fetch-model.sh");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        Arc::new(ChatEngine::new(
+            load(&ModelFiles::Gguf(path), &LoadOptions::default(), |_, _| {}).unwrap(),
+        ))
+    })
+    .clone()
+}
+
+/// Starts a server on a free loopback port; returns its base URL.
+fn start(config: ServerConfig) -> String {
+    let engine: Arc<dyn stencil_server::Engine> = engine();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(l.local_addr().unwrap()).unwrap();
+            serve(l, engine, config, std::future::pending())
+                .await
+                .unwrap();
+        });
+    });
+    format!("http://{}", rx.recv().unwrap())
+}
+
+fn main_server() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| start(ServerConfig::default()))
+}
+
+/// POSTs `body` (raw text) and returns the status and the JSON body.
+fn post(url: &str, path: &str, body: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = ureq::post(&format!("{url}{path}")).set("Content-Type", "application/json");
+    if let Some(k) = key {
+        req = req.set("Authorization", &format!("Bearer {k}"));
+    }
+    let (status, text) = match req.send_string(body) {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap()),
+        Err(e) => panic!("{e}"),
+    };
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, v)
+}
+
+fn user(text: &str) -> Value {
+    json!([{"role": "user", "content": text}])
+}
+
+#[test]
+fn plain_chat_and_its_stream_agree() {
+    let c = Client::new(main_server(), None);
+    for (temperature, seed) in [(0.0, 1), (0.9, 11)] {
+        let body = json!({"messages": user("Name three colors."), "max_tokens": 30, "temperature": temperature, "seed": seed, "stream_options": {"include_usage": true}});
+        let whole = c.chat(&body).unwrap();
+        let mut pieces = Vec::new();
+        let acc = c
+            .chat_stream(&body, |t| pieces.push(t.to_string()))
+            .unwrap();
+        acc.check_complete().unwrap();
+        let message = &whole.choices[0].message;
+        assert_eq!(message.role, "assistant");
+        assert_eq!(acc.role.as_deref(), Some("assistant"));
+        assert_eq!(
+            Some(acc.content()),
+            message.content.as_deref(),
+            "seed {seed}"
+        );
+        assert_eq!(acc.finish_reason, whole.choices[0].finish_reason);
+        assert!(pieces.len() > 3, "streamed in pieces");
+        assert_eq!(acc.usage, whole.usage, "usage chunk");
+        assert!(whole.id.starts_with("chatcmpl-"));
+    }
+}
+
+#[test]
+fn constraints_hold_over_http() {
+    let url = main_server();
+    let schema: Value =
+        serde_json::from_slice(&std::fs::read(repo().join("schemas/corpus/person.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let c = Client::new(url, None);
+    for seed in [1, 2] {
+        let body = json!({"messages": user("A person as JSON."), "max_tokens": 400, "temperature": 1.0, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": true}}});
+        let r = c.chat(&body).unwrap();
+        assert_eq!(r.choices[0].finish_reason.as_deref(), Some("stop"));
+        let v: Value =
+            serde_json::from_str(r.choices[0].message.content.as_deref().unwrap()).unwrap();
+        assert!(validator.is_valid(&v), "{v}");
+        let streamed = c.chat_stream(&body, |_| {}).unwrap();
+        assert_eq!(
+            Some(streamed.content()),
+            r.choices[0].message.content.as_deref()
+        );
+    }
+    let r = c
+        .chat(&json!({"messages": user("A date"), "guided_regex": "20[0-9]{2}-(0[1-9]|1[0-2])", "max_tokens": 20}))
+        .unwrap();
+    let text = r.choices[0].message.content.clone().unwrap();
+    assert!(
+        text.len() == 7 && text.starts_with("20") && &text[4..5] == "-",
+        "{text}"
+    );
+    let r = c
+        .chat(&json!({"messages": user("Pick one"), "guided_choice": ["red", "green", "blue"], "max_tokens": 5}))
+        .unwrap();
+    assert!(["red", "green", "blue"].contains(&r.choices[0].message.content.as_deref().unwrap()));
+    let r = c
+        .chat(&json!({"messages": user("JSON please"), "response_format": {"type": "json_object"}, "max_tokens": 100, "temperature": 0}))
+        .unwrap();
+    if r.choices[0].finish_reason.as_deref() == Some("stop") {
+        let v: Value =
+            serde_json::from_str(r.choices[0].message.content.as_deref().unwrap()).unwrap();
+        assert!(v.is_object());
+    }
+}
+
+fn weather_tools() -> Value {
+    serde_json::from_slice(&std::fs::read(repo().join("schemas/tools/weather.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn tools_required_named_and_auto() {
+    let c = Client::new(main_server(), None);
+    let base = json!({"messages": user("What's the weather in Paris?"), "tools": weather_tools(), "max_tokens": 150, "temperature": 0});
+    let mut named = base.clone();
+    named["tool_choice"] = json!({"type": "function", "function": {"name": "get_weather"}});
+    let mut required = base.clone();
+    required["tool_choice"] = "required".into();
+    for body in [&named, &required] {
+        let r = c.chat(body).unwrap();
+        assert_eq!(r.choices[0].finish_reason.as_deref(), Some("tool_calls"));
+        let calls = &r.choices[0].message.tool_calls;
+        assert!(!calls.is_empty());
+        for call in calls {
+            assert!(call.id.as_deref().unwrap().starts_with("call_"));
+            let args: Value =
+                serde_json::from_str(call.function.arguments.as_deref().unwrap()).unwrap();
+            assert!(args.is_object());
+        }
+        // The stream carries the same calls (ids are fresh per response).
+        let acc = c.chat_stream(body, |_| {}).unwrap();
+        let streamed = acc.tool_calls().unwrap();
+        assert_eq!(streamed.len(), calls.len());
+        for (s, w) in streamed.iter().zip(calls) {
+            assert_eq!(Some(&s.name), w.function.name.as_ref());
+            assert_eq!(Some(&s.arguments), w.function.arguments.as_ref());
+        }
+        assert_eq!(acc.finish_reason.as_deref(), Some("tool_calls"));
+    }
+    let r = c.chat(&named).unwrap();
+    assert_eq!(r.choices[0].message.tool_calls.len(), 1);
+    assert_eq!(
+        r.choices[0].message.tool_calls[0].function.name.as_deref(),
+        Some("get_weather")
+    );
+    let mut auto = base.clone();
+    auto["tool_choice"] = "auto".into();
+    let r = c.chat(&auto).unwrap();
+    let finish = r.choices[0].finish_reason.clone().unwrap();
+    assert!(
+        finish == "tool_calls"
+            || !r.choices[0]
+                .message
+                .content
+                .clone()
+                .unwrap_or_default()
+                .contains("<tool_call>")
+    );
+}
+
+#[test]
+fn completions_endpoint_streams_and_agrees() {
+    let url = main_server();
+    let body =
+        json!({"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0.7, "seed": 3});
+    let (status, whole) = post(url, "/v1/completions", &body.to_string(), None);
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["object"], "text_completion");
+    let mut stream_body = body.clone();
+    stream_body["stream"] = true.into();
+    let resp = ureq::post(&format!("{url}/v1/completions"))
+        .send_string(&stream_body.to_string())
+        .unwrap();
+    assert!(resp
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut bytes = Vec::new();
+    resp.into_reader().read_to_end(&mut bytes).unwrap();
+    let events = SseDecoder::new().push(&bytes);
+    assert_eq!(events.last().unwrap().data, "[DONE]");
+    let text: String = events[..events.len() - 1]
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<Value>(&e.data).unwrap()["choices"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(text, whole["choices"][0]["text"].as_str().unwrap());
+}
+
+#[test]
+fn bad_requests_get_openai_errors() {
+    let url = main_server();
+    let cases: Vec<(&str, String, u16, &str, &str)> = vec![
+        ("/v1/chat/completions", "{not json".into(), 400, "body", "not valid JSON"),
+        ("/v1/chat/completions", json!({"messages": "hello"}).to_string(), 400, "messages", "must be an array"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "wizard", "content": "x"}]}).to_string(), 400, "messages", "messages[0].role is `wizard`"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}).to_string(), 400, "messages", "type `image_url`"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "call_x", "content": "r"}]}).to_string(), 400, "messages", "matches no earlier"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}}}}).to_string(), 400, "response_format", "#/properties/a"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_json": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}).to_string(), 400, "guided_json", "uniqueItems"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "(unclosed"}).to_string(), 400, "guided_regex", "regex"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "n": 2}).to_string(), 400, "n", "only n = 1"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "temperature": "warm"}).to_string(), 400, "temperature", "number"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "a", "guided_choice": ["a"]}).to_string(), 400, "guided_choice", "more than one"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "tools": weather_tools(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}).to_string(), 400, "tools", "not among the tools"),
+        ("/v1/chat/completions", json!({"messages": user(&"word ".repeat(20000))}).to_string(), 400, "messages", "context"),
+        ("/v1/chat/completions", json!({"model": "gpt-9", "messages": user("x")}).to_string(), 404, "", "gpt-9"),
+        ("/v1/nothing", "{}".into(), 404, "", "no route"),
+    ];
+    for (path, body, status, param, text) in cases {
+        let (s, v) = post(url, path, &body, None);
+        let what = &body[..body.len().min(120)];
+        assert_eq!(s, status, "{what}: {v}");
+        let e = &v["error"];
+        assert!(e["message"].as_str().unwrap().contains(text), "{what}: {v}");
+        assert!(e["type"].is_string());
+        if !param.is_empty() {
+            assert_eq!(e["param"], param, "{what}: {v}");
+        }
+    }
+    // The server is still fine.
+    let (s, _) = post(
+        url,
+        "/v1/chat/completions",
+        &json!({"messages": user("hi"), "max_tokens": 2}).to_string(),
+        None,
+    );
+    assert_eq!(s, 200);
+}
+
+#[test]
+fn auth_body_limit_timeout_and_keepalive() {
+    let url = start(ServerConfig {
+        api_key: Some("sekret".into()),
+        max_body_bytes: 16 << 10,
+        request_timeout: Duration::from_millis(1500),
+        keep_alive: Duration::from_millis(100),
+        ..ServerConfig::default()
+    });
+    let small = json!({"messages": user("hi"), "max_tokens": 3}).to_string();
+    let (s, v) = post(&url, "/v1/chat/completions", &small, None);
+    assert_eq!(s, 401, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_api_key");
+    let (s, _) = post(&url, "/v1/chat/completions", &small, Some("wrong"));
+    assert_eq!(s, 401);
+    let (s, _) = post(&url, "/v1/chat/completions", &small, Some("sekret"));
+    assert_eq!(s, 200);
+    let health = ureq::get(&format!("{url}/health")).call().unwrap();
+    assert_eq!(health.status(), 200, "health needs no key");
+    let big = json!({"messages": user(&"x".repeat(20_000))}).to_string();
+    let (s, v) = post(&url, "/v1/chat/completions", &big, Some("sekret"));
+    assert_eq!(s, 413, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("16384"));
+    // A generation past the timeout: the stream began, so the error is an SSE event and the
+    // stream ends without [DONE]; keep-alive comments flowed while nothing else did.
+    // A long prompt (~2,000 tokens, seconds of prompt processing) with no output yet.
+    let prompt = format!("{} Now write a very long story.", "Once more. ".repeat(600));
+    let body = json!({"messages": user(&prompt), "max_tokens": 2000, "stream": true, "temperature": 0.8, "seed": 1}).to_string();
+    let resp = ureq::post(&format!("{url}/v1/chat/completions"))
+        .set("Authorization", "Bearer sekret")
+        .send_string(&body)
+        .unwrap();
+    let mut bytes = Vec::new();
+    resp.into_reader().read_to_end(&mut bytes).unwrap();
+    let mut d = SseDecoder::new();
+    let events = d.push(&bytes);
+    let last: Value = serde_json::from_str(&events.last().unwrap().data).unwrap();
+    assert_eq!(last["error"]["code"], "timeout", "{last}");
+    assert!(!events.iter().any(|e| e.is_done()));
+    assert!(
+        d.comments() >= 1,
+        "keep-alive comments while the prompt was processed"
+    );
+    let mut acc = stencil_openai::accumulate::ChatAccumulator::new();
+    for e in &events {
+        let _ = acc.push_event(e);
+    }
+    assert!(acc.check_complete().is_err());
+}
+
+#[test]
+fn disconnect_cancels_and_full_queue_is_503() {
+    let url = start(ServerConfig {
+        queue: 1,
+        ..ServerConfig::default()
+    });
+    let health = |url: &str| -> Value {
+        ureq::get(&format!("{url}/health"))
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap()
+    };
+    // Read two events of a long stream, then hang up.
+    let body =
+        json!({"messages": user("Write a very long story."), "max_tokens": 3000, "stream": true})
+            .to_string();
+    let resp = ureq::post(&format!("{url}/v1/chat/completions"))
+        .send_string(&body)
+        .unwrap();
+    let mut reader = resp.into_reader();
+    let mut d = SseDecoder::new();
+    let mut got = 0;
+    let mut buf = [0u8; 256];
+    while got < 3 {
+        let n = reader.read(&mut buf).unwrap();
+        got += d.push(&buf[..n]).len();
+    }
+    drop(reader);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while health(&url)["generations"]["cancelled"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "generation not cancelled: {}",
+            health(&url)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One running and one queued fill a queue of 1: more concurrent requests get 503.
+    let long = json!({"messages": user("Write a long story."), "max_tokens": 150}).to_string();
+    let handles: Vec<_> = (0..5)
+        .map(|_| {
+            let (url, long) = (url.clone(), long.clone());
+            std::thread::spawn(move || post(&url, "/v1/chat/completions", &long, None))
+        })
+        .collect();
+    let results: Vec<(u16, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let ok = results.iter().filter(|(s, _)| *s == 200).count();
+    let busy: Vec<_> = results.iter().filter(|(s, _)| *s == 503).collect();
+    assert!(
+        ok >= 1 && !busy.is_empty() && ok + busy.len() == 5,
+        "{results:?}"
+    );
+    assert!(busy[0].1["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("queue is full"));
+}
