@@ -5,3 +5,5 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 scripts/fetch-model.sh >/dev/null
 cargo test --workspace --all-targets "$@"
+# The server driven by the official `openai` Python client (pip into a virtualenv).
+scripts/openai-client-test.sh

@@ -75,6 +75,8 @@ enum BenchSub {
     Maskbench(maskbench::MaskBenchArgs),
     /// Decode cost of a constraint: constrained vs unconstrained ms/token, fast-forward.
     Overhead(bench::OverheadArgs),
+    /// Concurrent streaming clients against a running server: requests/s and latency.
+    Load(serve::LoadArgs),
 }
 
 /// Model selection flags shared by commands.
@@ -173,6 +175,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sub: Some(BenchSub::Overhead(args)),
             ..
         }) => bench::overhead(args),
+        Command::Bench(BenchCommand {
+            sub: Some(BenchSub::Load(args)),
+            ..
+        }) => serve::load_cmd(args),
         Command::Bench(BenchCommand { model, .. }) => bench::run(model),
         Command::TestSuite(args) => test_suite::run(args),
         Command::Batch(args) => batch::run(args),

@@ -146,3 +146,85 @@ pub fn chat_cmd(args: ChatArgs) -> anyhow::Result<()> {
         }
     }
 }
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// A running server, e.g. http://127.0.0.1:8080
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    #[arg(long, env = "STENCIL_API_KEY")]
+    pub api_key: Option<String>,
+    /// Concurrent streaming clients.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Requests in all.
+    #[arg(long, default_value_t = 200)]
+    pub requests: usize,
+    #[arg(long, default_value_t = 16)]
+    pub max_tokens: usize,
+}
+
+/// `stencil bench load`: concurrent streaming clients against a server; every stream must end
+/// with `[DONE]` and a finish reason. Prints requests/s and latency percentiles.
+pub fn load_cmd(args: LoadArgs) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let start = Instant::now();
+    let threads: Vec<_> = (0..args.clients.max(1))
+        .map(|_| {
+            let (next, latencies, failures) = (next.clone(), latencies.clone(), failures.clone());
+            let client = Client::new(&args.url, args.api_key.clone());
+            let (total, max_tokens) = (args.requests, args.max_tokens);
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let body = json!({"messages": [{"role": "user", "content": format!("Request {i}: say something.")}], "max_tokens": max_tokens, "temperature": 0.7, "seed": i});
+                let t = Instant::now();
+                let result = client.chat_stream(&body, |_| {}).map_err(|e| e.to_string()).and_then(|acc| {
+                    acc.check_complete().map_err(|e| e.to_string())?;
+                    acc.finish_reason.clone().ok_or("no finish_reason".to_string())?;
+                    Ok(())
+                });
+                match result {
+                    Ok(()) => latencies.lock().unwrap().push(t.elapsed().as_secs_f64()),
+                    Err(e) => failures.lock().unwrap().push(format!("request {i}: {e}")),
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let mut lat = latencies.lock().unwrap().clone();
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let failures = failures.lock().unwrap();
+    println!(
+        "{}",
+        json!({
+            "clients": args.clients,
+            "requests": args.requests,
+            "complete": lat.len(),
+            "failed": failures.len(),
+            "requests_per_s": (lat.len() as f64 / wall * 100.0).round() / 100.0,
+            "latency_s": {"p50": (pct(0.5) * 1000.0).round() / 1000.0, "p99": (pct(0.99) * 1000.0).round() / 1000.0, "max": (lat.last().copied().unwrap_or(0.0) * 1000.0).round() / 1000.0},
+            "wall_s": (wall * 10.0).round() / 10.0,
+        })
+    );
+    if !failures.is_empty() {
+        anyhow::bail!("{} streams failed; first: {}", failures.len(), failures[0]);
+    }
+    Ok(())
+}

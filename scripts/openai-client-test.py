@@ -1,0 +1,113 @@
+"""Drives a running `stencil serve` with the official `openai` Python package.
+
+Usage: python scripts/openai-client-test.py BASE_URL
+Asserts on parsed results: plain chat, streaming, response_format json_schema, tools.
+"""
+import json
+import sys
+
+import openai
+
+base = sys.argv[1]
+client = openai.OpenAI(base_url=f"{base}/v1", api_key="test-key")
+model = client.models.list().data[0].id
+
+# Plain chat.
+r = client.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "What is the capital of France?"}],
+    max_tokens=30,
+    temperature=0,
+    seed=1,
+)
+assert r.choices[0].message.role == "assistant"
+assert r.choices[0].message.content, r
+assert r.choices[0].finish_reason in ("stop", "length")
+assert r.usage.completion_tokens > 0
+print("plain:", repr(r.choices[0].message.content))
+
+# Streaming: the same request reassembles to the same text.
+stream = client.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "What is the capital of France?"}],
+    max_tokens=30,
+    temperature=0,
+    seed=1,
+    stream=True,
+    stream_options={"include_usage": True},
+)
+parts, finish, usage = [], None, None
+for chunk in stream:
+    if chunk.usage:
+        usage = chunk.usage
+    for c in chunk.choices:
+        if c.delta.content:
+            parts.append(c.delta.content)
+        if c.finish_reason:
+            finish = c.finish_reason
+assert "".join(parts) == r.choices[0].message.content, ("".join(parts), r.choices[0].message.content)
+assert finish == r.choices[0].finish_reason
+assert usage is not None and usage.completion_tokens == r.usage.completion_tokens
+print("stream: %d chunks" % len(parts))
+
+# response_format json_schema.
+schema = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 30},
+        "population": {"type": "integer", "minimum": 0},
+    },
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+r = client.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "A large city and its population, as JSON."}],
+    max_tokens=80,
+    response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}},
+)
+value = json.loads(r.choices[0].message.content)
+assert set(value) == {"city", "population"} and isinstance(value["population"], int), value
+print("json_schema:", value)
+
+# Tools.
+tools = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}]
+r = client.chat.completions.create(
+    model=model,
+    messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+    tools=tools,
+    tool_choice="required",
+    max_tokens=120,
+    temperature=0,
+)
+assert r.choices[0].finish_reason == "tool_calls", r
+call = r.choices[0].message.tool_calls[0]
+assert call.id.startswith("call_") and call.function.name == "get_weather"
+args = json.loads(call.function.arguments)
+assert isinstance(args["city"], str) and args["unit"] in ("celsius", "fahrenheit"), args
+print("tools:", call.function.name, args)
+
+# Errors surface as the client's exception types.
+try:
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], n=2)
+    raise AssertionError("n=2 was accepted")
+except openai.BadRequestError as e:
+    assert "n = 1" in str(e), e
+try:
+    client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+    raise AssertionError("unknown model was accepted")
+except openai.NotFoundError:
+    pass
+print("openai client test: all passed")
