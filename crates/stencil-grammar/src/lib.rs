@@ -10,6 +10,7 @@
 //! - [`Constraint`]: what the user asked for; [`compile`] turns it into a [`Grammar`].
 //! - [`Options`]: whitespace policy, format assertion, lenient mode, limits.
 //! - [`GrammarError`]: every refusal names the keyword and its JSON pointer.
+//! - [`tools`]: the `<tool_call>` grammar for OpenAI-style tools under each `tool_choice`.
 //!
 //! Design rules: an unsupported JSON Schema keyword is an error (or, with `lenient`, a warning
 //! that names it) — never silently ignored; output strings use one canonical escaping so that

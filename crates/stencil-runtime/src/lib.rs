@@ -10,6 +10,10 @@
 //! - [`chat`]: message validation, the model's Jinja chat template, truncation policy.
 //! - [`sampler`], [`stream`], [`generate`]: seeded sampling, UTF-8-safe streaming with stop
 //!   strings, and the [`generate::Generator`] loop.
+//! - [`tools`]: tool definitions, conversation checks, Hermes `<tool_call>` prompting and an
+//!   incremental call parser; [`engine`]: [`engine::ChatEngine`], chat requests end to end
+//!   (prompt, cached constraint, generation, tool calls).
+//! - [`extract`]: the lenient JSON extractor for output that could not be constrained.
 //! - [`convert`]: GGUF -> Hugging Face safetensors directory.
 //!
 //! Errors are one enum, [`RuntimeError`], whose messages name what was wrong and where.
@@ -19,6 +23,7 @@ pub mod convert;
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod extract;
 pub mod generate;
 pub mod gguf;
 pub mod hub;
