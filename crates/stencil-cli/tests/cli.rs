@@ -213,3 +213,100 @@ fn compact_whitespace_has_no_blanks_between_tokens() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn generate_with_tools_prints_the_calls() {
+    let tools = common::repo_root().join("schemas/tools/weather.json");
+    let out = stencil(&[
+        "generate",
+        "--prompt",
+        "What is the weather in Paris?",
+        "--tools",
+        tools.to_str().unwrap(),
+        "--tool-choice",
+        "get_weather",
+        "--max-tokens",
+        "100",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let message: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls = message["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{message}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    let args: serde_json::Value =
+        serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(
+        args["city"].is_string() && args["unit"].is_string(),
+        "{args}"
+    );
+    assert!(stderr.contains("finish_reason=tool_calls"), "{stderr}");
+    let bad = stencil(&[
+        "generate",
+        "-p",
+        "x",
+        "--tools",
+        tools.to_str().unwrap(),
+        "--tool-choice",
+        "nope",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("`nope`, which is not among the tools"));
+}
+
+#[test]
+fn batch_keeps_order_and_survives_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    let lines = [
+        r#"{"messages": [{"role": "user", "content": "Is the sky blue?"}], "guided_choice": ["yes", "no"]}"#,
+        "not json",
+        r##"{"custom_id": "c3", "body": {"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object", "properties": {"a": {"$ref": "#/missing"}}}}}"##,
+        "",
+        r#"{"custom_id": "c5", "body": {"messages": [{"role": "user", "content": "A number"}], "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer", "minimum": 1, "maximum": 9}}}}}"#,
+        r#"{"messages": [{"role": "user", "content": "Again"}], "guided_choice": ["yes", "no"]}"#,
+    ];
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out = stencil(&[
+        "batch",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<serde_json::Value> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let numbers: Vec<u64> = results
+        .iter()
+        .map(|r| r["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3, 5, 6], "in order, the blank line skipped");
+    let content = |r: &serde_json::Value| {
+        r["response"]["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(["yes", "no"].contains(&content(&results[0]).as_str()));
+    assert!(results[1]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("line 2 is not JSON"));
+    assert_eq!(results[2]["custom_id"], "c3");
+    assert!(results[2]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("#/missing"));
+    let n: u32 = content(&results[3]).parse().unwrap();
+    assert!((1..=9).contains(&n));
+    assert_eq!(results[4]["response"]["object"], "chat.completion");
+}

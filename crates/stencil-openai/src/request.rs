@@ -12,7 +12,7 @@ use stencil_runtime::chat::ChatMessage;
 use stencil_runtime::engine::ChatRequest;
 use stencil_runtime::generate::GenerateParams;
 use stencil_runtime::sampler::SamplingParams;
-use stencil_runtime::tools::{Tool, ToolChoice};
+use stencil_runtime::tools::{json_kind as kind, Tool, ToolChoice};
 
 use crate::error::ApiError;
 
@@ -38,17 +38,6 @@ fn body_object(body: &Value) -> Result<&Obj, ApiError> {
             format!("the request body must be a JSON object, not {}", kind(body)),
         )
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A present, non-null field.

@@ -2,6 +2,9 @@
 //! (../shared/data/sse-recordings), each fed whole and split every 1, 2 and 7 bytes, plus a
 //! re-framed stream with CRLF line ends and raw UTF-8 (the recordings are LF-only ASCII).
 
+#[path = "../../stencil-runtime/tests/common/mod.rs"]
+mod common;
+
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -10,16 +13,7 @@ use stencil_openai::response::ChatChunk;
 use stencil_openai::sse::{SseDecoder, SseEvent};
 
 fn recordings() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/sse-recordings");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: {} not found (no ../shared/data in this clone); skipping this test",
-            p.display()
-        );
-        None
-    }
+    common::shared_data("sse-recordings")
 }
 
 const SPLITS: [usize; 4] = [1, 2, 7, usize::MAX];

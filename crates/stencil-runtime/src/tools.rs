@@ -232,7 +232,8 @@ fn history_calls(i: usize, m: &ChatMessage) -> Result<Vec<HistoryCall>> {
         .collect()
 }
 
-fn json_kind(v: &Value) -> &'static str {
+/// "a string", "an object"...: a JSON value's kind, for error messages.
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

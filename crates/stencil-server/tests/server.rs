@@ -2,6 +2,9 @@
 //! streamed chat (the reassembled stream equals the non-streamed answer for the same seed),
 //! constraints validated by `jsonschema`, tools, completions, and every error path.
 
+#[path = "../../stencil-runtime/tests/common/mod.rs"]
+mod common;
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -16,23 +19,14 @@ use stencil_runtime::loader::{load, LoadOptions};
 use stencil_server::{serve, ServerConfig};
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    common::repo_root()
 }
 
 fn engine() -> Arc<ChatEngine> {
     static E: OnceLock<Arc<ChatEngine>> = OnceLock::new();
     E.get_or_init(|| {
         // The same script a user runs fetches the default model.
-        let out = std::process::Command::new("bash")
-            .arg(repo().join("scripts/fetch-model.sh"))
-            .output()
-            .expect("run fetch-model.sh");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let path = common::default_model().to_path_buf();
         Arc::new(ChatEngine::new(
             load(&ModelFiles::Gguf(path), &LoadOptions::default(), |_, _| {}).unwrap(),
         ))
