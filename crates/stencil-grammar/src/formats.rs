@@ -21,7 +21,6 @@ const LABEL: &str = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
 
 /// The regex for a known format, or `None` if the format is unknown.
 pub fn format_regex(name: &str) -> Option<String> {
-    let h16 = "[0-9A-Fa-f]{1,4}";
     Some(match name {
         "date" => format!("^{}$", date()),
         "time" => format!("^{TIME}$"),
@@ -30,26 +29,16 @@ pub fn format_regex(name: &str) -> Option<String> {
             r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{DUR_TIME})?|{DUR_TIME}|[0-9]+W)$"
         ),
         "email" => {
+            // RFC 5321 mailbox: dot-atom or quoted local part; a domain name or an address
+            // literal (`[127.0.0.1]`, `[IPv6:::1]`).
             let atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
-            format!(r"^{atom}(?:\.{atom})*@{LABEL}(?:\.{LABEL})*$")
+            let quoted = r#""(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*""#;
+            let domain = format!(r"{LABEL}(?:\.{LABEL})*|\[{IPV4}\]|\[IPv6:{}\]", ipv6());
+            format!(r"^(?:{atom}(?:\.{atom})*|{quoted})@(?:{domain})$")
         }
         "hostname" => format!(r"^{LABEL}(?:\.{LABEL})*$"),
         "ipv4" => format!("^{IPV4}$"),
-        "ipv6" => {
-            let ls32 = format!("(?:{h16}:{h16}|{IPV4})");
-            let alts = [
-                format!("(?:{h16}:){{6}}{ls32}"),
-                format!("::(?:{h16}:){{5}}{ls32}"),
-                format!("(?:{h16})?::(?:{h16}:){{4}}{ls32}"),
-                format!("(?:(?:{h16}:){{0,1}}{h16})?::(?:{h16}:){{3}}{ls32}"),
-                format!("(?:(?:{h16}:){{0,2}}{h16})?::(?:{h16}:){{2}}{ls32}"),
-                format!("(?:(?:{h16}:){{0,3}}{h16})?::{h16}:{ls32}"),
-                format!("(?:(?:{h16}:){{0,4}}{h16})?::{ls32}"),
-                format!("(?:(?:{h16}:){{0,5}}{h16})?::{h16}"),
-                format!("(?:(?:{h16}:){{0,6}}{h16})?::"),
-            ];
-            format!("^(?:{})$", alts.join("|"))
-        }
+        "ipv6" => format!("^{}$", ipv6()),
         "json-pointer" => "^(?:/(?:[^/~]|~[01])*)*$".into(),
         "relative-json-pointer" => "^(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)$".into(),
         "uri-template" => {
@@ -64,6 +53,24 @@ pub fn format_regex(name: &str) -> Option<String> {
         "uri-reference" => format!("^(?:[A-Za-z][A-Za-z0-9+.-]*:)?{}$", uri_rest()),
         _ => return None,
     })
+}
+
+/// An IPv6 address (RFC 4291 text forms, with an embedded IPv4 tail).
+fn ipv6() -> String {
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    let ls32 = format!("(?:{h16}:{h16}|{IPV4})");
+    let alts = [
+        format!("(?:{h16}:){{6}}{ls32}"),
+        format!("::(?:{h16}:){{5}}{ls32}"),
+        format!("(?:{h16})?::(?:{h16}:){{4}}{ls32}"),
+        format!("(?:(?:{h16}:){{0,1}}{h16})?::(?:{h16}:){{3}}{ls32}"),
+        format!("(?:(?:{h16}:){{0,2}}{h16})?::(?:{h16}:){{2}}{ls32}"),
+        format!("(?:(?:{h16}:){{0,3}}{h16})?::{h16}:{ls32}"),
+        format!("(?:(?:{h16}:){{0,4}}{h16})?::{ls32}"),
+        format!("(?:(?:{h16}:){{0,5}}{h16})?::{h16}"),
+        format!("(?:(?:{h16}:){{0,6}}{h16})?::"),
+    ];
+    format!("(?:{})", alts.join("|"))
 }
 
 /// RFC 3986 hier-part, query and fragment (ASCII only, valid percent-encoding).
