@@ -29,12 +29,8 @@ pub fn format_regex(name: &str) -> Option<String> {
             r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{DUR_TIME})?|{DUR_TIME}|[0-9]+W)$"
         ),
         "email" => {
-            // RFC 5321 mailbox: dot-atom or quoted local part; a domain name or an address
-            // literal (`[127.0.0.1]`, `[IPv6:::1]`).
-            let atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
-            let quoted = r#""(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*""#;
-            let domain = format!(r"{LABEL}(?:\.{LABEL})*|\[{IPV4}\]|\[IPv6:{}\]", ipv6());
-            format!(r"^(?:{atom}(?:\.{atom})*|{quoted})@(?:{domain})$")
+            let (local, domain) = email_parts();
+            format!(r"^(?:{local})@(?:{domain})$")
         }
         "hostname" => format!(r"^{LABEL}(?:\.{LABEL})*$"),
         "ipv4" => format!("^{IPV4}$"),
@@ -53,6 +49,17 @@ pub fn format_regex(name: &str) -> Option<String> {
         "uri-reference" => format!("^(?:[A-Za-z][A-Za-z0-9+.-]*:)?{}$", uri_rest()),
         _ => return None,
     })
+}
+
+/// RFC 5321 mailbox parts: a dot-atom or quoted local part; a domain name or an address
+/// literal (`[127.0.0.1]`, `[IPv6:::1]`).
+pub fn email_parts() -> (String, String) {
+    let atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+    let quoted = r#""(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*""#;
+    (
+        format!(r"{atom}(?:\.{atom})*|{quoted}"),
+        format!(r"{LABEL}(?:\.{LABEL})*|\[{IPV4}\]|\[IPv6:{}\]", ipv6()),
+    )
 }
 
 /// An IPv6 address (RFC 4291 text forms, with an embedded IPv4 tail).
