@@ -99,6 +99,7 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
         serde_json::from_str(&std::fs::read_to_string(&args.json_schema)?)?;
     let options = Options {
         plain_integers: true,
+        format_total_lengths: true,
         ..Options::default()
     };
     let grammar = compile(&Spec::JsonSchema(schema), &options)?.grammar;

@@ -291,6 +291,7 @@ fn build_constraint(
         lenient: args.lenient,
         whitespace,
         plain_integers: true,
+        format_total_lengths: true,
         max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
         ..Options::default()
     };

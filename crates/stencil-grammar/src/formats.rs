@@ -29,8 +29,8 @@ pub fn format_regex(name: &str) -> Option<String> {
             r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{DUR_TIME})?|{DUR_TIME}|[0-9]+W)$"
         ),
         "email" => {
-            let (local, domain) = email_parts();
-            format!(r"^(?:{local})@(?:{domain})$")
+            let (local, name, literal) = email_parts();
+            format!(r"^(?:{local})@(?:{name}|{literal})$")
         }
         "hostname" => format!(r"^{LABEL}(?:\.{LABEL})*$"),
         "ipv4" => format!("^{IPV4}$"),
@@ -53,12 +53,14 @@ pub fn format_regex(name: &str) -> Option<String> {
 
 /// RFC 5321 mailbox parts: a dot-atom or quoted local part; a domain name or an address
 /// literal (`[127.0.0.1]`, `[IPv6:::1]`).
-pub fn email_parts() -> (String, String) {
+/// Returns (local part, domain name, address literal).
+pub fn email_parts() -> (String, String, String) {
     let atom = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
     let quoted = r#""(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*""#;
     (
         format!(r"{atom}(?:\.{atom})*|{quoted}"),
-        format!(r"{LABEL}(?:\.{LABEL})*|\[{IPV4}\]|\[IPv6:{}\]", ipv6()),
+        format!(r"{LABEL}(?:\.{LABEL})*"),
+        format!(r"\[{IPV4}\]|\[IPv6:{}\]", ipv6()),
     )
 }
 

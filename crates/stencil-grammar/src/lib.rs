@@ -79,6 +79,10 @@ pub struct Options {
     /// language shrinks (deeper values are refused) but never grows; generation uses it so a
     /// small model that keeps opening nested values is made to close them.
     pub max_recursion: Option<u32>,
+    /// Enforce the RFC total lengths of `hostname` (253) and `email` (254). Exact, but the
+    /// counters multiply those automata (50-130 ms to compile), so validation-style use leaves
+    /// it off; generation turns it on so a model cannot loop inside an address.
+    pub format_total_lengths: bool,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             max_expr_nodes: 2_000_000,
             plain_integers: false,
             max_recursion: None,
+            format_total_lengths: false,
         }
     }
 }

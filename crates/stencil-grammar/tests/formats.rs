@@ -5,12 +5,13 @@ use serde_json::json;
 use stencil_grammar::{compile_schema, matches, Options};
 
 fn accepts(format: &str, value: &str) -> bool {
-    let g = compile_schema(
-        &json!({"type": "string", "format": format}),
-        &Options::default(),
-    )
-    .unwrap()
-    .grammar;
+    accepts_with(format, value, &Options::default())
+}
+
+fn accepts_with(format: &str, value: &str, opts: &Options) -> bool {
+    let g = compile_schema(&json!({"type": "string", "format": format}), opts)
+        .unwrap()
+        .grammar;
     let text = serde_json::to_string(value).unwrap();
     matches(&g.rule(g.start).expr, &g.rules, text.as_bytes())
 }
@@ -51,4 +52,26 @@ fn hostname_labels() {
         !accepts("hostname", "xn--bcher-kva.example"),
         "IDN A-labels are refused"
     );
+}
+
+#[test]
+fn total_lengths_when_asked() {
+    let bounded = Options {
+        format_total_lengths: true,
+        ..Options::default()
+    };
+    let label = "a".repeat(63);
+    let too_long = [label.as_str(); 4].join("."); // 255 characters
+    let fits = [label.as_str(), &label, &label, &"a".repeat(61)].join(".");
+    assert!(accepts("hostname", &too_long), "not enforced by default");
+    assert!(!accepts_with("hostname", &too_long, &bounded));
+    assert!(accepts_with("hostname", &fits, &bounded));
+    let email = |domain: &str| format!("{}@{domain}", "b".repeat(64));
+    let domain_ok = [label.as_str(), &label, &"c".repeat(61)].join("."); // 64+1+189 = 254
+    assert!(accepts_with("email", &email(&domain_ok), &bounded));
+    assert!(!accepts_with(
+        "email",
+        &email(&format!("{domain_ok}x")),
+        &bounded
+    ));
 }

@@ -253,6 +253,7 @@ impl ChatEngine {
             whitespace: req.whitespace.clone(),
             lenient: req.lenient,
             plain_integers: true,
+            format_total_lengths: true,
             max_recursion: req.max_recursion,
             ..Options::default()
         };

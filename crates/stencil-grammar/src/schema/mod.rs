@@ -897,27 +897,40 @@ impl Compiler<'_> {
             if self.opts.format == FormatMode::Assert {
                 match crate::formats::format_regex(f) {
                     Some(_) if f == "email" => {
-                        // RFC 5321: a local part of at most 64 characters. Bounded on its own
-                        // (a counter over the whole address would multiply the automaton); the
-                        // 254-character total is not enforced.
-                        let (local, domain) = crate::formats::email_parts();
-                        let local = Expr::and(vec![
-                            pattern_to_string_content(&format!("^(?:{local})$"), ptr)?,
+                        // RFC 5321: a local part of at most 64 characters, bounded on its own
+                        // (cheap); the 254-character total only with `format_total_lengths`.
+                        // (Address literals are short: the total bounds only named domains.)
+                        let (local, name, literal) = crate::formats::email_parts();
+                        let exact =
+                            |re: &str| pattern_to_string_content(&format!("^(?:{re})$"), ptr);
+                        let local = Expr::shared(Expr::and(vec![
+                            exact(&local)?,
                             Expr::repeat(any_string_char(), 1, Some(64)),
-                        ]);
-                        let domain = pattern_to_string_content(&format!("^(?:{domain})$"), ptr)?;
-                        parts.push(Expr::concat([local, Expr::literal("@"), domain]));
+                        ]));
+                        let mut named =
+                            Expr::concat([local.clone(), Expr::literal("@"), exact(&name)?]);
+                        if self.opts.format_total_lengths {
+                            named = Expr::and(vec![
+                                named,
+                                Expr::repeat(any_string_char(), 3, Some(254)),
+                            ]);
+                        }
+                        let literal = Expr::concat([local, Expr::literal("@"), exact(&literal)?]);
+                        parts.push(Expr::alt([named, literal]));
                     }
                     Some(re) => {
                         parts.push(pattern_to_string_content(&re, &format!("{ptr}/format"))?);
                         if f == "hostname" {
                             // No "--" in label positions 3-4: IDN A-labels (xn--) cannot be
                             // validated by a regex, so they are refused rather than accepted
-                            // unchecked. The 253-character total is not enforced: a counter
-                            // over the whole name times the 63-character label counter is a
-                            // ~14k-state automaton (60-130 ms to compile eagerly).
+                            // unchecked. The 253-character total only with
+                            // `format_total_lengths`: its counter times the 63-character label
+                            // counter is a ~14k-state automaton (60-130 ms to compile eagerly).
                             let idn = pattern_to_string_content(r"^(?:[^.]*\.)*[^.]{2}--", ptr)?;
                             parts.push(Expr::Not(Box::new(idn)));
+                            if self.opts.format_total_lengths {
+                                parts.push(Expr::repeat(any_string_char(), 1, Some(253)));
+                            }
                         }
                     }
                     None => self.refuse("format", ptr, &format!("unknown format {f:?}"))?,
