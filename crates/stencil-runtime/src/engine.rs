@@ -151,49 +151,65 @@ impl ChatEngine {
                 "max_tokens must be at least 1".into(),
             ));
         }
-        if let Some(text) = &req.prompt {
-            if !req.messages.is_empty() || !req.tools.is_empty() {
+        let choice = match &req.prompt {
+            Some(_) if !req.messages.is_empty() || !req.tools.is_empty() => {
                 return Err(RuntimeError::InvalidChat(
                     "a raw prompt goes without messages and tools".into(),
-                ));
+                ))
             }
-            let (constraint, warnings) = self.constraint_for(req, &ToolChoice::None)?;
-            let tokens = self.loaded.tokenizer.encode(text, true)?;
-            let context = self.loaded.model.context_length();
-            if tokens.len() >= context {
-                return Err(RuntimeError::PromptTooLong {
-                    tokens: tokens.len(),
-                    context,
-                    reserved: 1,
-                });
+            Some(_) => ToolChoice::None,
+            None => {
+                validate_tools(&req.tools)?;
+                validate_conversation(&req.messages)?;
+                match (&req.tool_choice, req.tools.is_empty()) {
+                    (Some(ToolChoice::None), _) | (None, true) => ToolChoice::None,
+                    (None, false) => ToolChoice::Auto,
+                    (Some(c), true) => {
+                        return Err(RuntimeError::InvalidChat(format!(
+                            "tool_choice is {c:?} but the request has no tools"
+                        )))
+                    }
+                    (Some(c), false) => c.clone(),
+                }
             }
-            let mut params = req.params.clone();
-            params.constraint = constraint;
-            return Ok(Prepared {
-                prompt: Prompt {
-                    text: text.clone(),
-                    tokens,
-                    dropped_messages: 0,
-                },
-                params,
-                warnings,
-                tools: false,
-                timeout: req.timeout,
-            });
-        }
-        validate_tools(&req.tools)?;
-        validate_conversation(&req.messages)?;
-        let choice = match (&req.tool_choice, req.tools.is_empty()) {
-            (Some(ToolChoice::None), _) | (None, true) => ToolChoice::None,
-            (None, false) => ToolChoice::Auto,
-            (Some(c), true) => {
-                return Err(RuntimeError::InvalidChat(format!(
-                    "tool_choice is {c:?} but the request has no tools"
-                )))
-            }
-            (Some(c), false) => c.clone(),
         };
         let (constraint, warnings) = self.constraint_for(req, &choice)?;
+        let prompt = match &req.prompt {
+            Some(text) => self.raw_prompt(text)?,
+            None => self.chat_prompt(req)?,
+        };
+        let mut params = req.params.clone();
+        params.constraint = constraint;
+        Ok(Prepared {
+            prompt,
+            params,
+            warnings,
+            tools: !req.tools.is_empty() && choice != ToolChoice::None,
+            timeout: req.timeout,
+        })
+    }
+
+    /// A completion prompt, tokenized as is.
+    fn raw_prompt(&self, text: &str) -> Result<Prompt> {
+        let tokens = self.loaded.tokenizer.encode(text, true)?;
+        let context = self.loaded.model.context_length();
+        if tokens.len() >= context {
+            return Err(RuntimeError::PromptTooLong {
+                tokens: tokens.len(),
+                context,
+                reserved: 1,
+            });
+        }
+        Ok(Prompt {
+            text: text.to_string(),
+            tokens,
+            dropped_messages: 0,
+        })
+    }
+
+    /// The conversation through the chat template, with tools placed where the template (or
+    /// the Hermes convention) wants them.
+    fn chat_prompt(&self, req: &ChatRequest) -> Result<Prompt> {
         let history_has_tools = req
             .messages
             .iter()
@@ -207,7 +223,7 @@ impl ChatEngine {
         } else {
             (req.messages.clone(), None)
         };
-        let prompt = build_prompt(
+        build_prompt(
             &self.loaded.template,
             &self.loaded.tokenizer,
             &messages,
@@ -215,16 +231,7 @@ impl ChatEngine {
             self.loaded.model.context_length(),
             1,
             req.truncation,
-        )?;
-        let mut params = req.params.clone();
-        params.constraint = constraint;
-        Ok(Prepared {
-            prompt,
-            params,
-            warnings,
-            tools: !req.tools.is_empty() && choice != ToolChoice::None,
-            timeout: req.timeout,
-        })
+        )
     }
 
     /// The compiled constraint for a request (`None`: unconstrained).

@@ -112,9 +112,9 @@ pub struct Generator<'m> {
     matched_stop: Option<String>,
     timings: Timings,
     matcher: Option<Matcher>,
+    /// The constraint's mask for the current step: always computed during the forward pass
+    /// that produced `logits`.
     mask: TokenSet,
-    /// The mask in `mask` is for the current step (computed during the last forward pass).
-    mask_ready: bool,
     fast_forward: bool,
     forced_tokens: usize,
 }
@@ -150,10 +150,7 @@ impl<'m> Generator<'m> {
         });
         let mut session = model.new_session()?;
         let start = Instant::now();
-        let (logits, mask_result) =
-            forward_with_mask(&mut *session, prompt, matcher.as_mut(), &mut mask);
-        mask_result?;
-        let logits = logits?;
+        let logits = forward_with_mask(&mut *session, prompt, matcher.as_mut(), &mut mask)?;
         let timings = Timings {
             prompt: start.elapsed(),
             decode: Duration::ZERO,
@@ -172,7 +169,6 @@ impl<'m> Generator<'m> {
             finish: None,
             matched_stop: None,
             timings,
-            mask_ready: matcher.is_some(),
             mask,
             matcher,
             fast_forward: params.fast_forward,
@@ -183,13 +179,9 @@ impl<'m> Generator<'m> {
     /// Sets the logits of every token the constraint forbids to `-inf` (ids beyond the
     /// tokenizer's vocabulary, which some models pad to, included).
     fn apply_mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        let Some(m) = self.matcher.as_mut() else {
+        if self.matcher.is_none() {
             return Ok(());
-        };
-        if !self.mask_ready {
-            m.compute_mask(&mut self.mask)?;
         }
-        self.mask_ready = false;
         for (id, l) in logits.iter_mut().enumerate() {
             if !self.mask.contains(id as u32) {
                 *l = f32::NEG_INFINITY;
@@ -248,15 +240,12 @@ impl<'m> Generator<'m> {
                 }
             }
             if self.generated.len() < self.max_tokens {
-                let (logits, mask_result) = forward_with_mask(
+                self.logits = forward_with_mask(
                     &mut *self.session,
                     &feed,
                     self.matcher.as_mut(),
                     &mut self.mask,
-                );
-                mask_result?;
-                self.logits = logits?;
-                self.mask_ready = self.matcher.is_some();
+                )?;
             }
             self.timings.decode += start.elapsed();
             if !chunk.is_empty() {
@@ -275,11 +264,11 @@ impl<'m> Generator<'m> {
         }
         let bytes = vocab.token_bytes(token);
         self.output.extend_from_slice(bytes);
-        let output = &self.output;
-        let constraint = self.matcher.as_ref().map(|m| m.constraint().clone());
-        self.stream.push_checked(bytes, |at| match &constraint {
+        let (output, matcher) = (&self.output, &self.matcher);
+        self.stream.push_checked(bytes, |at| match matcher {
             None => true,
-            Some(c) => c
+            Some(m) => m
+                .constraint()
                 .matcher()
                 .and_then(|mut m| m.accepts_after(&output[..at]))
                 .unwrap_or(false),
@@ -358,7 +347,7 @@ fn forward_with_mask(
     tokens: &[u32],
     matcher: Option<&mut Matcher>,
     mask: &mut TokenSet,
-) -> (Result<Vec<f32>>, Result<()>) {
+) -> Result<Vec<f32>> {
     let forward = |session: &mut dyn Session| -> Result<Vec<f32>> {
         session
             .forward(tokens)?
@@ -366,15 +355,15 @@ fn forward_with_mask(
             .ctx("reading logits")
     };
     match matcher {
-        None => (forward(session), Ok(())),
+        None => forward(session),
         Some(m) => std::thread::scope(|s| {
             let masking = s.spawn(|| m.compute_mask(mask));
             let logits = forward(session);
-            let mask_result = match masking.join() {
-                Ok(r) => r.map_err(RuntimeError::from),
-                Err(_) => Err(RuntimeError::Sampling("the mask thread panicked".into())),
-            };
-            (logits, mask_result)
+            match masking.join() {
+                Ok(r) => r?,
+                Err(_) => return Err(RuntimeError::Sampling("the mask thread panicked".into())),
+            }
+            logits
         }),
     }
 }

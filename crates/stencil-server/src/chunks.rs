@@ -37,7 +37,8 @@ impl ChunkWriter {
         .expect("chunks serialize")
     }
 
-    fn completion(&self, text: &str, finish: Option<&str>, usage: Option<Usage>) -> Value {
+    /// A `text_completion` body: a stream chunk, or the whole response with its usage.
+    pub fn completion(&self, text: &str, finish: Option<&str>, usage: Option<Usage>) -> Value {
         serde_json::to_value(Completion {
             id: self.id.clone(),
             object: "text_completion".into(),

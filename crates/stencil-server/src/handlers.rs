@@ -13,9 +13,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use stencil_openai::request::{chat_request, completion_request, ValidRequest};
-use stencil_openai::response::{
-    finish_str, now, ChatCompletion, Completion, CompletionChoice, ModelCard, ModelList,
-};
+use stencil_openai::response::{finish_str, now, ChatCompletion, ModelCard, ModelList};
 use stencil_openai::ApiError;
 use tokio::sync::mpsc;
 
@@ -229,22 +227,14 @@ async fn whole(writer: ChunkWriter, mut rx: mpsc::Receiver<JobEvent>, param: &st
                     &writer.model,
                     writer.created,
                     &o,
-                )),
-                Endpoint::Completions => serde_json::to_value(Completion {
-                    id: writer.id.clone(),
-                    object: "text_completion".into(),
-                    created: writer.created,
-                    model: writer.model.clone(),
-                    choices: vec![CompletionChoice {
-                        index: 0,
-                        text: o.content.clone().unwrap_or_default(),
-                        finish_reason: Some(finish_str(o.finish_reason).into()),
-                        logprobs: None,
-                    }],
-                    usage: Some(o.usage.into()),
-                }),
-            }
-            .expect("responses serialize");
+                ))
+                .expect("responses serialize"),
+                Endpoint::Completions => writer.completion(
+                    o.content.as_deref().unwrap_or_default(),
+                    Some(finish_str(o.finish_reason)),
+                    Some(o.usage.into()),
+                ),
+            };
             return axum::Json(body).into_response();
         }
     }
