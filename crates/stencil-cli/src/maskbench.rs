@@ -145,8 +145,10 @@ pub fn run_schema(engine: &Engine, path: &Path) -> SchemaResult {
     r.wall_ms = r3(t0.elapsed().as_secs_f64() * 1e3);
     let mut s = r.mask_us.clone();
     s.sort_by(f64::total_cmp);
+    let over = |us: f64| s.iter().filter(|&&x| x > us).count();
     r.masks = json!({"count": s.len(), "p50": r3(pct(&s, 0.5)), "max": r3(pct(&s, 1.0)),
-                     "mean": r3(s.iter().sum::<f64>() / s.len().max(1) as f64)});
+                     "mean": r3(s.iter().sum::<f64>() / s.len().max(1) as f64),
+                     "over_250us": over(250.0), "over_1ms": over(1000.0)});
     r
 }
 

@@ -3,6 +3,7 @@
 use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
 use crate::GrammarError;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// Whitespace allowed between JSON tokens.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +33,8 @@ pub const MAX_EXPONENT_DIGITS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct Json {
     ws: Expr,
+    number: Expr,
+    integer: [Expr; 2],
 }
 
 fn digits(min: u32, max: u32) -> Expr {
@@ -105,7 +108,13 @@ fn hex4_non_surrogate() -> Expr {
 /// One escape sequence inside a JSON string (`\"`, `\n`, `\u00e9`, ...), lone surrogates
 /// excluded, so each one stands for exactly one character.
 fn escape_unit() -> Expr {
-    Expr::concat([
+    ESCAPE_UNIT.clone()
+}
+
+/// Built once and shared: every string in every schema uses the same subexpression, so the
+/// automaton builds it once.
+static ESCAPE_UNIT: std::sync::LazyLock<Expr> = std::sync::LazyLock::new(|| {
+    Expr::shared(Expr::concat([
         Expr::literal("\\"),
         Expr::alt([
             Expr::Bytes(vec![
@@ -120,30 +129,59 @@ fn escape_unit() -> Expr {
             ]),
             Expr::concat([Expr::literal("u"), hex4_non_surrogate()]),
         ]),
-    ])
-}
+    ]))
+});
 
 /// Any character inside a JSON string: raw, or any escape JSON allows.
 pub fn any_string_char() -> Expr {
-    Expr::alt([Expr::chars(plain_chars()), escape_unit()])
+    ANY_STRING_CHAR.clone()
 }
+
+static ANY_STRING_CHAR: std::sync::LazyLock<Expr> = std::sync::LazyLock::new(|| {
+    Expr::shared(Expr::alt([Expr::chars(plain_chars()), escape_unit()]))
+});
 
 impl Json {
     pub fn new(ws: &Whitespace) -> Result<Self, GrammarError> {
         let ws = match ws {
             Whitespace::Compact => Expr::Empty,
-            Whitespace::Flexible { max } => Expr::repeat(
+            Whitespace::Flexible { max } => Expr::shared(Expr::repeat(
                 Expr::Bytes(vec![(b' ', b' '), (b'\t', b'\n'), (b'\r', b'\r')]),
                 0,
                 Some(*max),
-            ),
+            )),
             Whitespace::Pattern(p) => {
                 let e = crate::regex::regex_to_expr(p)
                     .map_err(|e| GrammarError::InvalidWhitespace(e.to_string()))?;
                 Expr::shared(e)
             }
         };
-        Ok(Self { ws })
+        let integer = |dot_zero: bool| {
+            let suffix = if dot_zero {
+                Expr::opt(Expr::literal(".0"))
+            } else {
+                Expr::Empty
+            };
+            Expr::shared(Expr::concat([
+                Expr::opt(Expr::literal("-")),
+                unsigned_int(),
+                suffix,
+            ]))
+        };
+        let number = Expr::shared(Expr::concat([
+            Expr::opt(Expr::literal("-")),
+            unsigned_int(),
+            Expr::opt(Expr::concat([
+                Expr::literal("."),
+                digits(1, MAX_FRACTION_DIGITS),
+            ])),
+            Expr::opt(exponent()),
+        ]));
+        Ok(Self {
+            ws,
+            number,
+            integer: [integer(false), integer(true)],
+        })
     }
 
     /// Whitespace between two tokens.
@@ -162,26 +200,13 @@ impl Json {
 
     /// Numbers: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?` with bounded digit runs.
     pub fn number(&self) -> Expr {
-        Expr::concat([
-            Expr::opt(Expr::literal("-")),
-            unsigned_int(),
-            Expr::opt(Expr::concat([
-                Expr::literal("."),
-                digits(1, MAX_FRACTION_DIGITS),
-            ])),
-            Expr::opt(exponent()),
-        ])
+        self.number.clone()
     }
 
     /// Integers, including (if `dot_zero`) the `N.0` form a float with zero fraction is printed
     /// in, which JSON Schema since draft 6 counts as an integer.
     pub fn integer(&self, dot_zero: bool) -> Expr {
-        let suffix = if dot_zero {
-            Expr::opt(Expr::literal(".0"))
-        } else {
-            Expr::Empty
-        };
-        Expr::concat([Expr::opt(Expr::literal("-")), unsigned_int(), suffix])
+        self.integer[dot_zero as usize].clone()
     }
 
     /// The canonical serialization of a JSON value (compact, keys in the value's order; `ws`
@@ -395,7 +420,8 @@ pub fn key_except(names: &[String]) -> Option<Expr> {
         escapes: Expr::shared(escape_unit()),
         // Shared, so each trie node adds only its own ASCII ranges to the automaton.
         non_ascii: Expr::shared(Expr::chars(plain_chars().subtract(&ascii))),
-        ascii,
+        plain_non_ascii: plain_chars().subtract(&ascii),
+        escape_after: Default::default(),
     };
     Some(parts.build(&root))
 }
@@ -410,30 +436,59 @@ struct KeyParts {
     any_tail: Expr,
     escapes: Expr,
     non_ascii: Expr,
-    ascii: CharRanges,
+    plain_non_ascii: CharRanges,
+    /// "A character that continues no name here, then anything", by the characters that do
+    /// continue a name (most trie nodes have one child, so a few dozen of these serve all).
+    escape_after: std::cell::RefCell<HashMap<Vec<char>, Expr>>,
 }
 
 impl KeyParts {
-    fn build(&self, n: &KeyTrie) -> Expr {
-        let kids = CharRanges::new(n.children.keys().map(|&c| (c, c)).collect());
-        let other_non_ascii = if kids.intersect(&self.ascii) == kids {
+    fn escape_after(&self, kids: Vec<char>) -> Expr {
+        if let Some(e) = self.escape_after.borrow().get(&kids) {
+            return e.clone();
+        }
+        // Plain ASCII characters that do not continue a name, as byte ranges.
+        let mut plain = [false; 128];
+        for (c, p) in plain.iter_mut().enumerate().skip(0x20) {
+            *p = c != b'"' as usize && c != b'\\' as usize;
+        }
+        let mut non_ascii_kids = Vec::new();
+        for &c in &kids {
+            if c.is_ascii() {
+                plain[c as usize] = false;
+            } else {
+                non_ascii_kids.push((c, c));
+            }
+        }
+        let mut ascii_ranges: Vec<(u8, u8)> = Vec::new();
+        for b in 0..128u8 {
+            if plain[b as usize] {
+                match ascii_ranges.last_mut() {
+                    Some((_, hi)) if *hi + 1 == b => *hi = b,
+                    _ => ascii_ranges.push((b, b)),
+                }
+            }
+        }
+        let other_non_ascii = if non_ascii_kids.is_empty() {
             self.non_ascii.clone()
         } else {
-            Expr::chars(plain_chars().subtract(&self.ascii).subtract(&kids))
+            Expr::chars(
+                self.plain_non_ascii
+                    .subtract(&CharRanges::new(non_ascii_kids)),
+            )
         };
-        let ascii_ranges: Vec<(u8, u8)> = plain_chars()
-            .intersect(&self.ascii)
-            .subtract(&kids)
-            .ranges()
-            .iter()
-            .map(|&(a, b)| (a as u8, b as u8))
-            .collect();
         let other = Expr::alt([
             Expr::Bytes(ascii_ranges),
             other_non_ascii,
             self.escapes.clone(),
         ]);
-        let mut alts = vec![Expr::concat([other, self.any_tail.clone()])];
+        let e = Expr::shared(Expr::concat([other, self.any_tail.clone()]));
+        self.escape_after.borrow_mut().insert(kids, e.clone());
+        e
+    }
+
+    fn build(&self, n: &KeyTrie) -> Expr {
+        let mut alts = vec![self.escape_after(n.children.keys().copied().collect())];
         if !n.terminal {
             alts.push(Expr::Empty);
         }

@@ -28,7 +28,7 @@ pub mod tools;
 
 pub use error::{GrammarError, Warning};
 pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId, SharedExpr};
-pub use json::{key_except, Json, Whitespace};
+pub use json::{any_string_char, key_except, Json, Whitespace};
 pub use matcher::matches;
 pub use regex::regex_to_expr;
 pub use schema::compile_schema;

@@ -2,7 +2,7 @@
 
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
-use crate::trie::{Trie, MAX_EXACT_DEPTH, PLAIN_LEVELS};
+use crate::trie::{Trie, FULL, MAX_EXACT_DEPTH, PLAIN_LEVELS};
 use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
@@ -48,9 +48,8 @@ pub(crate) struct LocalMask {
     pub tokens: TokenSet,
     /// `(trie node, DFA state after the node's bytes)` where the state can call or return.
     pub exits: Vec<(u32, u32)>,
-    /// Plain tokens were taken whole at this level of [`TokenTrie`]'s precomputed sets; the
-    /// exits are nodes of that level's trie of other tokens (`None`: the full trie).
-    pub level: Option<usize>,
+    /// The trie walked (an index into `TokenTrie::tries`): the exits are its nodes.
+    pub trie: usize,
 }
 
 pub(crate) struct Inner {
@@ -59,6 +58,9 @@ pub(crate) struct Inner {
     pub depth: Vec<u32>,
     /// States whose depth is exact: past it, every plain character dies.
     pub exact: Vec<bool>,
+    /// States from which no control byte is allowed within the plain depth (inside a JSON
+    /// string): tokens that reach a control byte by then die without a walk.
+    pub ctl_dead: Vec<bool>,
     /// Plain-character successors per DFA state (see `plain_moves`).
     pub moves: Vec<Option<Option<Box<[u32]>>>>,
     pub local: Vec<Option<Arc<LocalMask>>>,
@@ -95,18 +97,20 @@ impl Constraint {
         )?;
         if *TRACE {
             eprintln!(
-                "grammar: {} rules, {} NFA states",
+                "grammar: {} rules, {} arena nodes",
                 grammar.rules.len(),
-                nfa.states.len()
+                nfa.num_nodes()
             );
         }
-        let dfa = LazyDfa::new(nfa, limits.max_dfa_states);
+        let mut dfa = LazyDfa::new(nfa, limits.max_dfa_states);
+        dfa.set_max_token_len(trie.max_token_len());
         let c = Arc::new(Self {
             trie,
             inner: Mutex::new(Inner {
                 dfa,
                 depth: Vec::new(),
                 exact: Vec::new(),
+                ctl_dead: Vec::new(),
                 moves: Vec::new(),
                 local: Vec::new(),
                 cached: 0,
@@ -136,7 +140,8 @@ impl Constraint {
 }
 
 impl Inner {
-    /// The local mask of DFA state `s`, computed on first use.
+    /// The local mask of DFA state `s` (a mask key: see `LazyDfa::mask_key`), computed on
+    /// first use.
     pub fn local(
         &mut self,
         s: u32,
@@ -147,7 +152,9 @@ impl Inner {
             return Ok(m.clone());
         }
         let t0 = std::time::Instant::now();
+        let states0 = self.dfa.num_states();
         let depth = self.plain_depth(s)?;
+        let states1 = self.dfa.num_states();
         let exact = self.exact.get(s as usize).copied().unwrap_or(false);
         let t_depth = t0.elapsed();
         let level = PLAIN_LEVELS.iter().rposition(|&l| l <= depth).map(|i| {
@@ -157,32 +164,46 @@ impl Inner {
                 i
             }
         });
+        let ctl_dead = self.ctl_dead.get(s as usize).copied().unwrap_or(false);
+        let pick = |l: &crate::trie::Level, nonplain: bool| match (nonplain, ctl_dead) {
+            (true, true) => l.nonplain_nc,
+            (true, false) => trie.levels[PLAIN_LEVELS.len()].others,
+            (false, true) => l.others_nc,
+            (false, false) => l.others,
+        };
+        let walk = |dfa: &mut LazyDfa, t: usize| -> Result<LocalMask, MaskError> {
+            let mut m = local_walk(dfa, s, &trie.tries[t], trie.vocab_size())?;
+            m.trie = t;
+            Ok(m)
+        };
         let m = match level {
             // Exactly the plain tokens of at most `depth` characters survive: walk only the
             // tokens that are not plain text.
             _ if exact && depth <= MAX_EXACT_DEPTH => {
-                let i = PLAIN_LEVELS.len();
-                let mut m = local_walk(&mut self.dfa, s, &trie.levels[i].1, trie.vocab_size())?;
+                let i = PLAIN_LEVELS.iter().rposition(|&l| l <= depth).unwrap_or(0);
+                let t = pick(&trie.levels[i], true);
+                let mut m = walk(&mut self.dfa, t)?;
                 m.tokens.union_with(&trie.plain_upto[depth as usize]);
-                m.level = Some(i);
                 Arc::new(m)
             }
             Some(i) => {
-                let (plain, others) = &trie.levels[i];
-                let mut m = local_walk(&mut self.dfa, s, others, trie.vocab_size())?;
-                m.tokens.union_with(plain);
-                m.level = Some(i);
+                let l = &trie.levels[i];
+                let mut m = walk(&mut self.dfa, pick(l, false))?;
+                m.tokens.union_with(&l.plain);
                 Arc::new(m)
             }
-            None => Arc::new(local_walk(&mut self.dfa, s, &trie.full, trie.vocab_size())?),
+            None => Arc::new(walk(&mut self.dfa, FULL)?),
         };
         if *TRACE {
             eprintln!(
-                "local mask: state {s} depth {depth} level {level:?} tokens {} exits {} in {:?} (depth search {:?})",
+                "local mask: state {s} depth {depth} level {level:?} trie {} tokens {} exits {} in {:?} (depth search {:?}, new states {} + {})",
+                m.trie,
                 m.tokens.count(),
                 m.exits.len(),
                 t0.elapsed(),
-                t_depth
+                t_depth,
+                states1 - states0,
+                self.dfa.num_states() - states1
             );
         }
         if self.cached < limits.max_cached_masks {
@@ -241,6 +262,21 @@ fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<boo
         }
     }
     Ok(true)
+}
+
+/// True if no control byte (0x00-0x1F) is allowed from `s`.
+fn controls_die(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
+    let mut b = 0u8;
+    loop {
+        if dfa.next(s, b)? != DEAD {
+            return Ok(false);
+        }
+        let end = dfa.class_end(b);
+        if end >= 0x1F {
+            return Ok(true);
+        }
+        b = end + 1;
+    }
 }
 
 /// True if no plain character can even start from `s`.
@@ -307,9 +343,11 @@ impl Inner {
         // A single state per level (a counter, as in `maxLength`) may end in a state where
         // every plain character dies: then the depth is exact, and searched further.
         let mut uniform = true;
+        let mut ctl_dead = true;
         let d = 'search: loop {
             next.clear();
             for &x in &level {
+                ctl_dead = ctl_dead && controls_die(&mut self.dfa, x)?;
                 // Exactness also needs every state on the way to stay inside its rule (no
                 // return or call could continue a longer plain token).
                 uniform &= !self.dfa.accepting(x) && !self.dfa.has_calls(x);
@@ -342,6 +380,12 @@ impl Inner {
             std::mem::swap(&mut level, &mut next);
         };
         self.set_depth(s, d);
+        if ctl_dead && d > 0 {
+            if self.ctl_dead.len() <= s as usize {
+                self.ctl_dead.resize(s as usize + 1, false);
+            }
+            self.ctl_dead[s as usize] = true;
+        }
         Ok(d)
     }
 
@@ -375,37 +419,32 @@ fn local_walk(
         exits.push((0, s));
     }
     let nodes = &trie.nodes;
-    // (subtree end, state) of the open ancestors.
-    let mut stack: Vec<(u32, u32)> = Vec::with_capacity(64);
+    // The state after each ancestor of the current node, by depth (the root is `s`).
+    let mut states = vec![s; trie.max_depth + 1];
     let mut i = 1usize;
     let n = nodes.len();
     while i < n {
-        while let Some(&(end, _)) = stack.last() {
-            if end as usize <= i {
-                stack.pop();
-            } else {
-                break;
-            }
-        }
-        let parent = stack.last().map_or(s, |&(_, st)| st);
         let node = nodes[i];
-        let t = dfa.next(parent, node.byte)?;
+        let depth = node.depth as usize;
+        let t = dfa.next(states[depth - 1], node.byte)?;
         if t == DEAD {
             i = node.subtree_end as usize;
             continue;
         }
-        for &tok in trie.node_tokens(i) {
-            tokens.insert(tok);
+        if node.tok_start != node.tok_end {
+            for &tok in trie.node_tokens(i) {
+                tokens.insert(tok);
+            }
         }
-        if (dfa.has_calls(t) || dfa.accepting(t)) && node.subtree_end as usize > i + 1 {
+        if dfa.is_exit(t) && node.subtree_end as usize > i + 1 {
             exits.push((i as u32, t));
         }
-        stack.push((node.subtree_end, t));
+        states[depth] = t;
         i += 1;
     }
     Ok(LocalMask {
         tokens,
         exits,
-        level: None,
+        trie: FULL,
     })
 }

@@ -1,113 +1,132 @@
-//! [`LazyDfa`]: subset construction over the grammar NFA, one state at a time, on demand.
+//! [`LazyDfa`]: subset construction over the lazy NFA, one transition at a time, on demand.
 //!
 //! State ids are stable for the life of the automaton (no cache flushes), so they can key the
-//! per-state mask cache. A DFA state is a set of NFA states of possibly several rules; its
-//! rule calls are kept aside and followed by the matcher, which owns the stack.
+//! per-state mask cache. A DFA state is a set of NFA items of possibly several rules; its rule
+//! calls are kept aside and followed by the matcher, which owns the stack.
 
-use crate::nfa::{Closure, NState, Nfa, StateId};
+use crate::hash::FxHashMap;
+use crate::nfa::{Item, ItemId, Nfa, ACCEPT};
 use crate::MaskError;
-use std::collections::HashMap;
+use smallvec::SmallVec;
 
 /// The empty set: no continuation.
 pub(crate) const DEAD: u32 = 0;
+/// "No filter" in a [`LazyDfa::mask_key`].
+pub(crate) const NO_FILTER: u32 = u32::MAX;
 const UNKNOWN: u32 = u32::MAX;
+/// States per chunk of the transition table (1 MiB).
+const CHUNK: usize = 1024;
 
 pub(crate) struct StateInfo {
     pub accepting: bool,
     /// `(callee start state, return state)` pairs, computed on first use.
     pub calls: Option<Box<[(u32, u32)]>>,
     pub has_calls: bool,
+    /// The state's mask key (see [`LazyDfa::mask_key`]), once known.
+    canon: Option<(u32, u32)>,
 }
 
 pub(crate) struct LazyDfa {
     nfa: Nfa,
-    sets: Vec<Box<[StateId]>>,
-    map: HashMap<Box<[StateId]>, u32>,
-    trans: Vec<[u32; 256]>,
+    sets: Vec<Box<[ItemId]>>,
+    map: FxHashMap<Box<[ItemId]>, u32>,
+    /// Transitions, `CHUNK` states per chunk (fixed chunks, so growing never copies the
+    /// table in the middle of a mask): see [`LazyDfa::row`].
+    trans: Vec<Vec<u32>>,
     pub info: Vec<StateInfo>,
+    /// Per state: a rule may call or end here (a trie walk records an exit).
+    exit: Vec<bool>,
     rule_start: Vec<u32>,
-    closure: Closure,
-    scratch: Vec<StateId>,
-    seeds: Vec<StateId>,
+    scratch: Vec<ItemId>,
     limit: usize,
-    /// Byte equivalence classes of the NFA: bytes no transition tells apart. A transition is
-    /// computed once per class and filled in for all its bytes.
-    class_of: [u8; 256],
-    class_bytes: Vec<Vec<u8>>,
-    /// Work left (NFA states visited by new transitions) before the current operation is
-    /// refused with [`MaskError::TooMuchWork`].
-    fuel: u64,
-    fuel_limit: u64,
-}
-
-/// Byte classes from the boundaries of every byte range in the NFA.
-fn byte_classes(nfa: &Nfa) -> ([u8; 256], Vec<Vec<u8>>) {
-    let mut boundary = [false; 257];
-    boundary[0] = true;
-    for st in &nfa.states {
-        if let NState::Byte { lo, hi, .. } = *st {
-            boundary[lo as usize] = true;
-            boundary[hi as usize + 1] = true;
-        }
-    }
-    let mut class_of = [0u8; 256];
-    let mut classes: Vec<Vec<u8>> = Vec::new();
-    for b in 0..256usize {
-        if boundary[b] {
-            classes.push(Vec::new());
-        }
-        let c = classes.len() - 1;
-        class_of[b] = c as u8;
-        classes[c].push(b as u8);
-    }
-    (class_of, classes)
 }
 
 impl LazyDfa {
     pub fn new(nfa: Nfa, limit: usize) -> Self {
-        let n = nfa.states.len();
-        let rules = nfa.rule_entry.len();
-        let (class_of, class_bytes) = byte_classes(&nfa);
+        let rules = nfa.num_rules();
         let mut d = Self {
             nfa,
             sets: Vec::new(),
-            map: HashMap::new(),
+            map: FxHashMap::default(),
             trans: Vec::new(),
             info: Vec::new(),
+            exit: Vec::new(),
             rule_start: vec![UNKNOWN; rules],
-            closure: Closure::new(n),
             scratch: Vec::new(),
-            seeds: Vec::new(),
             limit,
-            class_of,
-            class_bytes,
-            fuel: u64::MAX,
-            fuel_limit: u64::MAX,
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
         d.map.insert(Box::new([]), DEAD);
-        d.trans.push([DEAD; 256]);
+        d.push_row(DEAD);
+        d.exit.push(false);
         d.info.push(StateInfo {
             accepting: false,
             calls: Some(Box::new([])),
             has_calls: false,
+            canon: None,
         });
         d
+    }
+
+    pub fn set_max_token_len(&mut self, n: usize) {
+        self.nfa.max_token_len = n.min(u32::MAX as usize / 4) as u32;
+    }
+
+    /// The state whose mask `s`'s is derived from, and a filter: `(key, chars)` means the
+    /// tokens allowed from `s` are those allowed from `key` that write at most `chars`
+    /// characters before closing the current string (`u32::MAX`: no filter). The key replaces
+    /// a length-bounded plain string by an unbounded one, and every repetition count and
+    /// string length that no token can tell apart by a canonical one, so the thousands of
+    /// positions inside long bounded arrays and strings share a few mask computations.
+    pub fn mask_key(&mut self, s: u32) -> Result<(u32, u32), MaskError> {
+        if let Some(k) = self.info[s as usize].canon {
+            return Ok(k);
+        }
+        let mut set: Vec<ItemId> = self.sets[s as usize].to_vec();
+        let mut chars = NO_FILTER;
+        if let Some((far, left)) = self.nfa.string_counter_key(&set)? {
+            set = far;
+            chars = left;
+        }
+        let mut out = Vec::with_capacity(set.len());
+        for &i in &set {
+            out.push(self.nfa.canonical_item(i)?);
+        }
+        out.sort_unstable();
+        out.dedup();
+        let k = (self.intern(&out)?, chars);
+        self.info[s as usize].canon = Some(k);
+        Ok(k)
+    }
+
+    /// The chunk and offset of state `s`'s row of 256 transitions.
+    #[inline]
+    fn row(s: u32) -> (usize, usize) {
+        let s = s as usize;
+        (s / CHUNK, (s % CHUNK) * 256)
+    }
+
+    /// Appends a row for the next state, every entry `fill`.
+    fn push_row(&mut self, fill: u32) {
+        let (c, i) = Self::row(self.sets.len() as u32 - 1);
+        if c == self.trans.len() {
+            // Reserved, not filled: pages are touched only as rows are added.
+            self.trans.push(Vec::with_capacity(CHUNK * 256));
+        }
+        debug_assert_eq!(self.trans[c].len(), i);
+        self.trans[c].extend_from_slice(&[fill; 256]);
     }
 
     /// The last byte of the byte class `b` belongs to (classes are contiguous ranges).
     #[inline]
     pub fn class_end(&self, b: u8) -> u8 {
-        *self.class_bytes[self.class_of[b as usize] as usize]
-            .last()
-            .unwrap_or(&b)
+        self.nfa.class_end[self.nfa.class_of[b as usize] as usize]
     }
 
     /// Grants `limit` units of work to the next operation (a mask, a commit).
     pub fn refuel(&mut self, limit: u64) {
-        self.fuel = limit;
-        self.fuel_limit = limit;
+        self.nfa.refuel(limit);
     }
 
     pub fn num_states(&self) -> usize {
@@ -118,7 +137,7 @@ impl LazyDfa {
         self.nfa.start_rule
     }
 
-    fn intern(&mut self, set: &[StateId]) -> Result<u32, MaskError> {
+    fn intern(&mut self, set: &[ItemId]) -> Result<u32, MaskError> {
         if let Some(&id) = self.map.get(set) {
             return Ok(id);
         }
@@ -130,23 +149,20 @@ impl LazyDfa {
             });
         }
         let id = self.sets.len() as u32;
-        let boxed: Box<[StateId]> = set.into();
-        let mut accepting = false;
-        let mut has_calls = false;
-        for &s in set {
-            match self.nfa.states[s as usize] {
-                NState::Accept => accepting = true,
-                NState::Call { .. } => has_calls = true,
-                _ => {}
-            }
-        }
+        let boxed: Box<[ItemId]> = set.into();
+        let accepting = set.first() == Some(&ACCEPT);
+        let has_calls = set
+            .iter()
+            .any(|&i| matches!(self.nfa.item(i), Item::Call { .. }));
         self.map.insert(boxed.clone(), id);
         self.sets.push(boxed);
-        self.trans.push([UNKNOWN; 256]);
+        self.push_row(UNKNOWN);
+        self.exit.push(accepting || has_calls);
         self.info.push(StateInfo {
             accepting,
             calls: if has_calls { None } else { Some(Box::new([])) },
             has_calls,
+            canon: None,
         });
         Ok(id)
     }
@@ -157,12 +173,8 @@ impl LazyDfa {
         if r != UNKNOWN {
             return Ok(r);
         }
-        let entry = self.nfa.rule_entry[rule as usize];
-        let mut out = std::mem::take(&mut self.scratch);
-        self.closure.run(&self.nfa.states, &[entry], &mut out);
-        let id = self.intern(&out);
-        self.scratch = out;
-        let id = id?;
+        let set: Box<[ItemId]> = self.nfa.rule_start(rule)?.into();
+        let id = self.intern(&set)?;
         self.rule_start[rule as usize] = id;
         Ok(id)
     }
@@ -170,7 +182,8 @@ impl LazyDfa {
     /// The state after byte `b` from `s` (`DEAD` if none).
     #[inline]
     pub fn next(&mut self, s: u32, b: u8) -> Result<u32, MaskError> {
-        let t = self.trans[s as usize][b as usize];
+        let (c, i) = Self::row(s);
+        let t = self.trans[c][i + b as usize];
         if t != UNKNOWN {
             return Ok(t);
         }
@@ -178,59 +191,49 @@ impl LazyDfa {
     }
 
     fn compute_next(&mut self, s: u32, b: u8) -> Result<u32, MaskError> {
-        let mut seeds = std::mem::take(&mut self.seeds);
-        seeds.clear();
-        for &n in self.sets[s as usize].iter() {
-            if let NState::Byte { lo, hi, next } = self.nfa.states[n as usize] {
-                if lo <= b && b <= hi {
-                    seeds.push(next);
-                }
-            }
-        }
-        let cost = (self.sets[s as usize].len() + 1) as u64;
-        if cost > self.fuel {
-            self.seeds = seeds;
-            return Err(MaskError::TooMuchWork {
-                limit: self.fuel_limit,
-            });
-        }
-        self.fuel -= cost;
-        let t = if seeds.is_empty() {
-            Ok(DEAD)
-        } else {
-            let mut out = std::mem::take(&mut self.scratch);
-            self.closure.run(&self.nfa.states, &seeds, &mut out);
-            let t = self.intern(&out);
-            self.scratch = out;
-            t
+        self.nfa.charge(self.sets[s as usize].len() as u64 + 1)?;
+        let mut out = std::mem::take(&mut self.scratch);
+        let r = self.nfa.step(&self.sets[s as usize], b, &mut out);
+        let t = match r {
+            Ok(()) if out.is_empty() => Ok(DEAD),
+            Ok(()) => self.intern(&out),
+            Err(e) => Err(e),
         };
-        self.seeds = seeds;
+        self.scratch = out;
         let t = t?;
-        let row = &mut self.trans[s as usize];
-        for &x in &self.class_bytes[self.class_of[b as usize] as usize] {
-            row[x as usize] = t;
+        // Every byte of b's class moves alike (classes only get finer over time, and a state's
+        // items were all known when it was created).
+        let class = self.nfa.class_of[b as usize];
+        let end = self.nfa.class_end[class as usize];
+        let mut x = b as usize;
+        while x > 0 && self.nfa.class_of[x - 1] == class {
+            x -= 1;
         }
+        let (c, row) = Self::row(s);
+        self.trans[c][row + x..=row + end as usize].fill(t);
         Ok(t)
     }
 
     /// Rule calls possible from `s`: `(callee start, state to return to)`.
     pub fn calls(&mut self, s: u32) -> Result<&[(u32, u32)], MaskError> {
         if self.info[s as usize].calls.is_none() {
-            let mut by_rule: Vec<(u32, Vec<StateId>)> = Vec::new();
-            for &n in self.sets[s as usize].iter() {
-                if let NState::Call { rule, ret } = self.nfa.states[n as usize] {
+            let mut by_rule: SmallVec<[(u32, Vec<ItemId>); 4]> = SmallVec::new();
+            let set = self.sets[s as usize].clone();
+            for &i in set.iter() {
+                if let Item::Call { rule, cont } = self.nfa.item(i) {
+                    let rets = self.nfa.closure(cont)?.to_vec();
                     match by_rule.iter_mut().find(|(r, _)| *r == rule) {
-                        Some((_, rets)) => rets.push(ret),
-                        None => by_rule.push((rule, vec![ret])),
+                        Some((_, acc)) => acc.extend(rets),
+                        None => by_rule.push((rule, rets)),
                     }
                 }
             }
             let mut calls = Vec::with_capacity(by_rule.len());
-            for (rule, rets) in by_rule {
+            for (rule, mut rets) in by_rule {
+                rets.sort_unstable();
+                rets.dedup();
                 let start = self.rule_start(rule)?;
-                let mut out = Vec::new();
-                self.closure.run(&self.nfa.states, &rets, &mut out);
-                let ret = self.intern(&out)?;
+                let ret = self.intern(&rets)?;
                 calls.push((start, ret));
             }
             self.info[s as usize].calls = Some(calls.into_boxed_slice());
@@ -241,6 +244,12 @@ impl LazyDfa {
     #[inline]
     pub fn accepting(&self, s: u32) -> bool {
         self.info[s as usize].accepting
+    }
+
+    /// True if a rule may call or end in `s`.
+    #[inline]
+    pub fn is_exit(&self, s: u32) -> bool {
+        self.exit[s as usize]
     }
 
     #[inline]

@@ -18,8 +18,11 @@
 //! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`).
 
 mod constraint;
+mod counted;
 mod dfa;
 mod error;
+mod hash;
+mod machine;
 mod matcher;
 mod nfa;
 mod tokenset;

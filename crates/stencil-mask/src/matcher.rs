@@ -27,6 +27,8 @@ pub struct Matcher {
     history: Vec<Configs>,
     /// Set once an end-of-sequence token was committed.
     finished: bool,
+    /// Scratch mask for parses whose tokens are filtered (see `LazyDfa::mask_key`).
+    scratch: Option<TokenSet>,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -199,6 +201,7 @@ impl Matcher {
             arena: Vec::new(),
             history: Vec::new(),
             finished: false,
+            scratch: None,
         })
     }
 
@@ -229,29 +232,66 @@ impl Matcher {
             return Ok(());
         }
         let arena_len = self.arena.len();
+        let trace = *crate::constraint::TRACE;
+        let t_start = trace.then(std::time::Instant::now);
+        let mut t_local = std::time::Duration::ZERO;
+        let mut n_exits = 0usize;
+        let mut fresh = 0usize;
+        let scratch = &mut self.scratch;
         let result = (|| {
-            let mut first = true;
             let mut accept = false;
+            let mut first = true;
             for &c in &self.configs {
-                let local = inner.local(c.0, trie, &constraint.limits)?;
-                if first {
-                    mask.copy_from(&local.tokens);
-                    first = false;
-                } else {
-                    mask.union_with(&local.tokens);
-                }
+                let t0 = trace.then(std::time::Instant::now);
+                let before = inner.cached;
+                let (mut key, chars) = inner.dfa.mask_key(c.0)?;
+                let filter = match trie.quote_chars(chars) {
+                    Ok(f) => f,
+                    Err(()) => {
+                        key = c.0;
+                        None
+                    }
+                };
+                let local = inner.local(key, trie, &constraint.limits)?;
+                fresh += (inner.cached != before) as usize;
+                t_local += t0.map(|t| t.elapsed()).unwrap_or_default();
+                n_exits += local.exits.len();
+                // With a filter, this parse's tokens are gathered apart, then filtered.
+                let out: &mut TokenSet = match filter {
+                    Some(_) => {
+                        let s = scratch.get_or_insert_with(|| TokenSet::new(mask.len()));
+                        s.copy_from(&local.tokens);
+                        s
+                    }
+                    None => {
+                        if first {
+                            mask.copy_from(&local.tokens);
+                        } else {
+                            mask.union_with(&local.tokens);
+                        }
+                        mask
+                    }
+                };
                 let mut st = Stepper {
                     dfa: &mut inner.dfa,
                     arena: &mut self.arena,
                     limits: &constraint.limits,
                 };
-                let exits_trie = match local.level {
-                    Some(i) => &trie.levels[i].1,
-                    None => &trie.full,
-                };
+                let exits_trie = &trie.tries[local.trie];
                 for &(node, s) in &local.exits {
-                    st.context_walk(exits_trie, node, (s, c.1), mask)?;
+                    st.context_walk(exits_trie, node, (s, c.1), out)?;
                 }
+                if let Some(f) = filter {
+                    out.intersect_with(f);
+                    let part = std::mem::replace(out, TokenSet::new(0));
+                    if first {
+                        mask.copy_from(&part);
+                    } else {
+                        mask.union_with(&part);
+                    }
+                    *scratch = Some(part);
+                }
+                first = false;
                 accept |= st.can_finish(c);
             }
             if first {
@@ -265,6 +305,20 @@ impl Matcher {
             Ok(())
         })();
         self.arena.truncate(arena_len);
+        if let Some(t_start) = t_start {
+            let total = t_start.elapsed();
+            if total.as_micros() > 250 {
+                eprintln!(
+                    "slow mask: total {:?} local {:?} fresh {} configs {} exits {} exit-walks {:?}",
+                    total,
+                    t_local,
+                    fresh,
+                    self.configs.len(),
+                    n_exits,
+                    total - t_local
+                );
+            }
+        }
         result
     }
 

@@ -59,6 +59,13 @@ impl TokenSet {
         }
     }
 
+    /// Keeps only members of `other` (same vocabulary size).
+    pub fn intersect_with(&mut self, other: &TokenSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= *b;
+        }
+    }
+
     /// Copies `other` into `self` (same vocabulary size).
     pub fn copy_from(&mut self, other: &TokenSet) {
         self.words.copy_from_slice(&other.words);

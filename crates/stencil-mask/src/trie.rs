@@ -14,6 +14,8 @@ use stencil_vocab::{TokenKind, Vocab};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Node {
     pub byte: u8,
+    /// Bytes from the root (the root is 0, its children 1).
+    pub depth: u16,
     /// Tokens ending at this node: `tokens[tok_start..tok_end]`.
     pub tok_start: u32,
     pub tok_end: u32,
@@ -26,6 +28,8 @@ pub(crate) struct Node {
 pub(crate) struct Trie {
     pub nodes: Vec<Node>,
     pub tokens: Vec<u32>,
+    /// Depth of the deepest node (the longest token's length).
+    pub max_depth: usize,
 }
 
 impl Trie {
@@ -33,6 +37,7 @@ impl Trie {
         ids.sort_by(|&a, &b| bytes[a as usize].cmp(&bytes[b as usize]).then(a.cmp(&b)));
         let mut nodes = vec![Node {
             byte: 0,
+            depth: 0,
             tok_start: 0,
             tok_end: 0,
             subtree_end: 0,
@@ -52,6 +57,7 @@ impl Trie {
             for &byte in &b[common..] {
                 nodes.push(Node {
                     byte,
+                    depth: (path_bytes.len() + 1).min(u16::MAX as usize) as u16,
                     tok_start: 0,
                     tok_end: 0,
                     subtree_end: 0,
@@ -70,7 +76,12 @@ impl Trie {
         for n in path {
             nodes[n].subtree_end = end;
         }
-        Self { nodes, tokens }
+        let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
+        Self {
+            nodes,
+            tokens,
+            max_depth,
+        }
     }
 
     pub fn node_tokens(&self, n: usize) -> &[u32] {
@@ -82,15 +93,71 @@ impl Trie {
 /// The normal tokens of a vocabulary as byte tries (special tokens are never text).
 #[derive(Debug, Clone)]
 pub struct TokenTrie {
-    pub(crate) full: Trie,
-    /// For each entry of [`PLAIN_LEVELS`] and finally for "any length": the plain tokens of at
-    /// most that many characters, and a trie of all the other tokens.
-    pub(crate) levels: Vec<(TokenSet, Trie)>,
+    /// Every trie; index [`FULL`] holds all text tokens, the others hold subsets named by
+    /// [`Level`]s.
+    pub(crate) tries: Vec<Trie>,
+    /// For each entry of [`PLAIN_LEVELS`] and finally for "any length".
+    pub(crate) levels: Vec<Level>,
     /// `plain_upto[d]`: the plain tokens of at most `d` characters, for `d <= MAX_EXACT_DEPTH`.
     pub(crate) plain_upto: Vec<TokenSet>,
     vocab_size: usize,
+    max_token_len: usize,
+    /// `quote_chars[r]`: tokens that write at most `r` JSON string characters before a raw
+    /// `"` (or in all, if they have none); see [`chars_before_quote`].
+    quote_chars: Vec<TokenSet>,
+    /// The largest such count over all tokens.
+    quote_max: u32,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
+}
+
+/// The JSON string characters a token writes before its first raw `"` (or control byte,
+/// where a string would die), counted from inside a string: leading UTF-8 continuation bytes
+/// complete the current character (one), an escape is one character, and a sequence cut by
+/// the end of the token counts as one.
+pub(crate) fn chars_before_quote(b: &[u8]) -> u32 {
+    let mut i = 0;
+    let mut n = 0;
+    if b.first().is_some_and(|x| (0x80..=0xBF).contains(x)) {
+        n = 1;
+        while i < b.len() && (0x80..=0xBF).contains(&b[i]) {
+            i += 1;
+        }
+    }
+    while i < b.len() {
+        let x = b[i];
+        if x == b'"' || x < 0x20 {
+            break;
+        }
+        n += 1;
+        i += match x {
+            b'\\' if b.get(i + 1) == Some(&b'u') => 6,
+            b'\\' => 2,
+            0x00..=0x7F => 1,
+            0xF0..=0xFF => 4,
+            0xE0..=0xEF => 3,
+            _ => 2,
+        };
+    }
+    n
+}
+
+/// The trie of all text tokens in [`TokenTrie::tries`].
+pub(crate) const FULL: usize = 0;
+
+/// One plain-text level `l` (a count of characters): the plain tokens of at most `l`
+/// characters, taken wholesale where `l` plain characters cannot die, and tries of the rest.
+/// "Doomed" tokens are plain text, at most `l - 1` characters, then a control character: in
+/// a state where no control character is allowed for that long (inside a JSON string), they
+/// die without a walk, so the `*_nc` tries leave them out.
+#[derive(Debug, Clone)]
+pub(crate) struct Level {
+    pub plain: TokenSet,
+    /// Tokens that are not plain tokens of at most `l` characters.
+    pub others: usize,
+    pub others_nc: usize,
+    /// Tokens that are not plain text at all, without the doomed ones (exact depths).
+    pub nonplain_nc: usize,
 }
 
 /// Character counts at which plain-token sets are precomputed (the last level, not listed, is
@@ -99,6 +166,9 @@ pub struct TokenTrie {
 pub(crate) const MAX_EXACT_DEPTH: u32 = 64;
 
 pub(crate) const PLAIN_LEVELS: [u32; 8] = [2, 4, 6, 8, 10, 12, 16, 32];
+
+/// Largest characters-before-a-quote count with a precomputed token set.
+const MAX_QUOTE_CHARS: u32 = 512;
 
 /// Byte-range sequences of one plain (unescaped) JSON string character.
 pub(crate) fn plain_char_sequences() -> Vec<Vec<(u8, u8)>> {
@@ -143,17 +213,61 @@ impl TokenTrie {
             .iter()
             .map(|&id| plain_chars(&token_bytes[id as usize], &seqs))
             .collect();
+        // Plain characters before the first control byte, for plain-then-control tokens.
+        let doom: Vec<Option<u32>> = text
+            .iter()
+            .map(|&id| {
+                let b = &token_bytes[id as usize];
+                let at = b.iter().position(|&x| x < 0x20)?;
+                plain_chars(&b[..at], &seqs)
+            })
+            .collect();
+        let counts: Vec<u32> = text
+            .iter()
+            .map(|&id| chars_before_quote(&token_bytes[id as usize]))
+            .collect();
+        let quote_max = counts.iter().copied().max().unwrap_or(0);
+        let most = quote_max.min(MAX_QUOTE_CHARS);
+        let mut quote_chars = Vec::with_capacity(most as usize + 1);
+        let mut acc = TokenSet::new(vocab.len());
+        for r in 0..=most {
+            for (&id, &c) in text.iter().zip(&counts) {
+                if c == r {
+                    acc.insert(id);
+                }
+            }
+            quote_chars.push(acc.clone());
+        }
+        let mut tries = vec![Trie::build(text.clone(), &token_bytes)];
         let mut levels = Vec::new();
         for limit in PLAIN_LEVELS.iter().copied().chain([u32::MAX]) {
             let mut plain = TokenSet::new(vocab.len());
-            let mut others = Vec::new();
-            for (&id, c) in text.iter().zip(&chars) {
+            let (mut others, mut others_nc, mut nonplain_nc) = (Vec::new(), Vec::new(), Vec::new());
+            for ((&id, c), d) in text.iter().zip(&chars).zip(&doom) {
+                let doomed = d.is_some_and(|m| m < limit);
                 match c {
                     Some(n) if *n <= limit => plain.insert(id),
-                    _ => others.push(id),
+                    _ => {
+                        others.push(id);
+                        if !doomed {
+                            others_nc.push(id);
+                        }
+                    }
+                }
+                if c.is_none() && !doomed {
+                    nonplain_nc.push(id);
                 }
             }
-            levels.push((plain, Trie::build(others, &token_bytes)));
+            let mut add = |ids: Vec<u32>| {
+                tries.push(Trie::build(ids, &token_bytes));
+                tries.len() - 1
+            };
+            levels.push(Level {
+                plain,
+                others: add(others),
+                others_nc: add(others_nc),
+                nonplain_nc: add(nonplain_nc),
+            });
         }
         let mut by_len: Vec<Vec<u32>> = vec![Vec::new(); MAX_EXACT_DEPTH as usize + 1];
         for (&id, c) in text.iter().zip(&chars) {
@@ -172,10 +286,13 @@ impl TokenTrie {
             plain_upto.push(acc.clone());
         }
         Self {
-            full: Trie::build(text, &token_bytes),
+            tries,
             levels,
             plain_upto,
             vocab_size: vocab.len(),
+            max_token_len: token_bytes.iter().map(Vec::len).max().unwrap_or(0),
+            quote_chars,
+            quote_max,
             token_bytes,
             eos: vocab.eos_ids().to_vec(),
         }
@@ -184,6 +301,21 @@ impl TokenTrie {
     /// Number of token ids in the vocabulary (mask size).
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
+    }
+
+    /// The tokens writing at most `chars` string characters before a quote: `Ok(None)` when
+    /// every token does, `Err(())` past the precomputed sets (tokens of over
+    /// `MAX_QUOTE_CHARS` characters: then the caller must not filter).
+    pub(crate) fn quote_chars(&self, chars: u32) -> Result<Option<&TokenSet>, ()> {
+        if chars >= self.quote_max {
+            return Ok(None);
+        }
+        self.quote_chars.get(chars as usize).map(Some).ok_or(())
+    }
+
+    /// Bytes of the longest token.
+    pub fn max_token_len(&self) -> usize {
+        self.max_token_len
     }
 
     /// The bytes of a token (empty for special or unknown tokens).

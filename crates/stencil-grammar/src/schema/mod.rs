@@ -51,9 +51,35 @@ fn type_of(v: &Value) -> usize {
     }
 }
 
+/// The length of `v`'s compact JSON text (escapes counted as one byte), counted only up to
+/// just past `limit`: a size guard that costs a walk, not a serialization.
+fn compact_size(v: &Value, limit: usize) -> usize {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 8,
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => {
+                stack.extend(a.iter());
+                2 + a.len()
+            }
+            Value::Object(m) => {
+                stack.extend(m.values());
+                2 + m.keys().map(|k| k.len() + 4).sum::<usize>()
+            }
+        };
+        if total > limit {
+            break;
+        }
+    }
+    total
+}
+
 /// Compiles a JSON Schema.
 pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, GrammarError> {
-    let size = schema.to_string().len();
+    let size = compact_size(schema, options.max_schema_bytes);
     if size > options.max_schema_bytes {
         return Err(GrammarError::SchemaTooLarge {
             given: size,
@@ -283,7 +309,8 @@ impl Compiler<'_> {
                 }
             })
         } else {
-            out
+            // Shared: every reference is then the same subtree, built into the automaton once.
+            out.map(Expr::shared)
         };
         if !shared
             .iter()

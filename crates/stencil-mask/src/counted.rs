@@ -1,0 +1,345 @@
+//! [`Counted`]: a string language intersected with a length bound in characters
+//! (`pattern`/`format` with `minLength`/`maxLength`), stepped lazily and pruned exactly.
+//!
+//! The eager product of a pattern's DFA with a length counter has |pattern| x maxLength states
+//! (millions for `maxLength: 5000`). Here a state is `(p, c, n)`: the pattern's DFA state, the
+//! state of a decoder of JSON string characters (UTF-8 and escapes; state 0 is "between
+//! characters") and the characters seen. States are made only when reached, and a state is
+//! kept only if some completion is accepted by the pattern with a total length within the
+//! bounds: for every pattern state the lengths (in characters) of its accepted completions
+//! form an eventually periodic set, computed once, so the check is a table lookup.
+
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::machine::{joint_classes, Machine, DEAD};
+use crate::MaskError;
+use std::sync::Arc;
+
+/// No upper bound on the length.
+pub(crate) const UNBOUNDED: u32 = u32::MAX;
+
+/// Most steps spent looking for the period of a completion-length table.
+const MAX_LENGTH_STEPS: usize = 100_000;
+
+pub(crate) struct Counted {
+    pattern: Arc<Machine>,
+    chars: Arc<Machine>,
+    min: u32,
+    max: u32,
+    /// Joint byte classes of the two machines, one representative byte each.
+    reps: Vec<u8>,
+    states: Vec<(u32, u32, u32)>,
+    ids: FxHashMap<(u32, u32, u32), u32>,
+    /// Per state: 0 unknown, 1 viable, 2 dead.
+    viable: Vec<u8>,
+    lengths: Lengths,
+    limit: usize,
+    /// Pattern states where the current character can end, per mid-character `(p, c)`.
+    completions: FxHashMap<(u32, u32), Box<[u32]>>,
+    /// Characters one token can add, plus the longest shortest completion of a pattern state,
+    /// plus one: from a state past the minimum and at least this far from the maximum, every
+    /// token goes the same way (see [`Counted::canonical`]).
+    margin: u64,
+}
+
+/// For each pattern state, the numbers of characters of its accepted completions.
+struct Lengths {
+    /// Per pattern state: sorted, disjoint intervals of lengths `k < known` that complete it.
+    intervals: Vec<Vec<(u32, u32)>>,
+    /// Lengths below this are listed exactly.
+    known: u32,
+    /// `(start, period)`: from `start` on, membership repeats with `period` (the sets for
+    /// `known` and for `start` are equal). `None` when the table was cut at the maximum.
+    periodic: Option<(u32, u32)>,
+}
+
+impl Lengths {
+    fn any_in(&self, p: u32, lo: u32, hi: u32) -> bool {
+        if lo > hi {
+            return false;
+        }
+        let iv = &self.intervals[p as usize];
+        // First interval ending at or after `lo`.
+        let i = iv.partition_point(|&(_, b)| b < lo);
+        iv.get(i).is_some_and(|&(a, _)| a <= hi)
+    }
+
+    /// True if some completion of pattern state `p` has a length in `lo..=hi`.
+    fn contains(&self, p: u32, lo: u32, hi: u32) -> bool {
+        if lo > hi {
+            return false;
+        }
+        let k = self.known;
+        if lo < k && self.any_in(p, lo, hi.min(k - 1)) {
+            return true;
+        }
+        let Some((start, period)) = self.periodic else {
+            return false;
+        };
+        if hi < k {
+            return false;
+        }
+        let a = lo.max(k);
+        if (hi - a) as u64 + 1 >= period as u64 {
+            return self.any_in(p, start, k - 1);
+        }
+        let ra = start + (a - start) % period;
+        let rb = start + (hi - start) % period;
+        if ra <= rb {
+            self.any_in(p, ra, rb)
+        } else {
+            self.any_in(p, ra, k - 1) || self.any_in(p, start, rb)
+        }
+    }
+}
+
+impl Counted {
+    /// `pattern` and `chars` (the DFA of any sequence of JSON string characters, whose only
+    /// accepting state is its start, 0) with `min..=max` characters (`max` may be
+    /// [`UNBOUNDED`]); `max_token_chars` bounds the bytes of one token.
+    pub fn new(
+        pattern: Arc<Machine>,
+        chars: Arc<Machine>,
+        min: u32,
+        max: u32,
+        limit: usize,
+        max_token_chars: u32,
+    ) -> Result<Self, MaskError> {
+        let (_, reps) = joint_classes(&pattern, &chars);
+        let mut c = Self {
+            pattern,
+            chars,
+            min,
+            max,
+            reps,
+            states: Vec::new(),
+            ids: FxHashMap::default(),
+            viable: Vec::new(),
+            lengths: Lengths {
+                intervals: Vec::new(),
+                known: 0,
+                periodic: None,
+            },
+            limit,
+            completions: FxHashMap::default(),
+            margin: u64::MAX,
+        };
+        c.lengths = c.completion_lengths()?;
+        let longest_shortest = c
+            .lengths
+            .intervals
+            .iter()
+            .filter_map(|iv| iv.first().map(|&(a, _)| a))
+            .max()
+            .unwrap_or(0);
+        c.margin = max_token_chars as u64 + longest_shortest as u64 + 1;
+        Ok(c)
+    }
+
+    /// A state that allows exactly the same tokens as `s` (for sharing mask computations):
+    /// past the minimum and far enough from the maximum, the count no longer matters within
+    /// one token, so every such count maps to the minimum.
+    pub fn canonical(&mut self, s: u32) -> Result<u32, MaskError> {
+        let (p, c, n) = self.states[s as usize];
+        if self.max == UNBOUNDED
+            || n == self.min
+            || n < self.min
+            || n as u64 + self.margin > self.max as u64
+        {
+            return Ok(s);
+        }
+        let id = self.intern((p, c, self.min))?;
+        Ok(if self.is_viable(id) { id } else { s })
+    }
+
+    /// Pattern states reachable from `(p, c)` by bytes that complete the current character.
+    fn char_successors(&self, p: u32, c: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut seen: FxHashSet<(u32, u32)> = FxHashSet::default();
+        let mut stack = vec![(p, c)];
+        while let Some((p, c)) = stack.pop() {
+            for &r in &self.reps {
+                let (p2, c2) = (self.pattern.next(p, r), self.chars.next(c, r));
+                if p2 == DEAD || c2 == DEAD {
+                    continue;
+                }
+                if c2 == 0 {
+                    if !out.contains(&p2) {
+                        out.push(p2);
+                    }
+                } else if seen.insert((p2, c2)) {
+                    stack.push((p2, c2));
+                }
+            }
+        }
+        out
+    }
+
+    /// The table of completion lengths: `R[0]` = accepting states, `R[k+1]` = states with a
+    /// one-character move into `R[k]`, until the sequence repeats or passes the maximum.
+    fn completion_lengths(&self) -> Result<Lengths, MaskError> {
+        let n = self.pattern.num_states();
+        let words = n.div_ceil(64);
+        let succ: Vec<Vec<u32>> = (0..n as u32).map(|p| self.char_successors(p, 0)).collect();
+        let mut cur = vec![0u64; words];
+        for p in 0..n {
+            if self.pattern.accept[p] {
+                cur[p / 64] |= 1 << (p % 64);
+            }
+        }
+        let cap = if self.max == UNBOUNDED {
+            MAX_LENGTH_STEPS
+        } else {
+            (self.max as usize).min(MAX_LENGTH_STEPS)
+        };
+        let mut intervals: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+        let mut first_seen: FxHashMap<Vec<u64>, u32> = FxHashMap::default();
+        let mut k: u32 = 0;
+        let periodic = loop {
+            if let Some(&j) = first_seen.get(&cur) {
+                break Some((j, k - j));
+            }
+            first_seen.insert(cur.clone(), k);
+            for (p, iv) in intervals.iter_mut().enumerate() {
+                if cur[p / 64] >> (p % 64) & 1 == 1 {
+                    match iv.last_mut() {
+                        Some((_, b)) if *b + 1 == k => *b = k,
+                        _ => iv.push((k, k)),
+                    }
+                }
+            }
+            if k as usize >= cap {
+                // Past the cap without a period, longer completions are unknown: refuse
+                // rather than prune a state that might still be completed.
+                if self.max == UNBOUNDED || self.max as usize > cap {
+                    return Err(MaskError::TooMuchWork {
+                        limit: MAX_LENGTH_STEPS as u64,
+                    });
+                }
+                k += 1;
+                break None;
+            }
+            let mut next = vec![0u64; words];
+            for (p, s) in succ.iter().enumerate() {
+                if s.iter().any(|&q| cur[q as usize / 64] >> (q % 64) & 1 == 1) {
+                    next[p / 64] |= 1 << (p % 64);
+                }
+            }
+            cur = next;
+            k += 1;
+        };
+        Ok(Lengths {
+            intervals,
+            known: k,
+            periodic,
+        })
+    }
+
+    fn intern(&mut self, st: (u32, u32, u32)) -> Result<u32, MaskError> {
+        if let Some(&id) = self.ids.get(&st) {
+            return Ok(id);
+        }
+        if self.states.len() >= self.limit {
+            return Err(MaskError::TooManyStates {
+                what: "length-bounded string",
+                given: self.states.len() + 1,
+                limit: self.limit,
+            });
+        }
+        let id = self.states.len() as u32;
+        self.states.push(st);
+        self.ids.insert(st, id);
+        self.viable.push(0);
+        Ok(id)
+    }
+
+    /// The length after one more character, or `None` past the maximum.
+    fn bump(&self, n: u32) -> Option<u32> {
+        if self.max == UNBOUNDED {
+            Some((n + 1).min(self.min))
+        } else if n < self.max {
+            Some(n + 1)
+        } else {
+            None
+        }
+    }
+
+    fn is_viable(&mut self, id: u32) -> bool {
+        match self.viable[id as usize] {
+            1 => return true,
+            2 => return false,
+            _ => {}
+        }
+        let (p, c, n) = self.states[id as usize];
+        let ok = if c == 0 {
+            let lo = self.min.saturating_sub(n);
+            let hi = if self.max == UNBOUNDED {
+                UNBOUNDED
+            } else {
+                self.max - n
+            };
+            self.lengths.contains(p, lo, hi)
+        } else {
+            match self.bump(n) {
+                None => false,
+                Some(n2) => {
+                    let lo = self.min.saturating_sub(n2);
+                    let hi = if self.max == UNBOUNDED {
+                        UNBOUNDED
+                    } else {
+                        self.max - n2
+                    };
+                    if !self.completions.contains_key(&(p, c)) {
+                        let succ = self.char_successors(p, c).into_boxed_slice();
+                        self.completions.insert((p, c), succ);
+                    }
+                    self.completions[&(p, c)]
+                        .iter()
+                        .any(|&q| self.lengths.contains(q, lo, hi))
+                }
+            }
+        };
+        self.viable[id as usize] = if ok { 1 } else { 2 };
+        ok
+    }
+
+    /// The start state, if any string is accepted at all.
+    pub fn start(&mut self) -> Result<Option<u32>, MaskError> {
+        let id = self.intern((0, 0, 0))?;
+        Ok(self.is_viable(id).then_some(id))
+    }
+
+    /// The state after byte `b`, if it can still be completed.
+    pub fn next(&mut self, s: u32, b: u8) -> Result<Option<u32>, MaskError> {
+        let (p, c, n) = self.states[s as usize];
+        let (p2, c2) = (self.pattern.next(p, b), self.chars.next(c, b));
+        if p2 == DEAD || c2 == DEAD {
+            return Ok(None);
+        }
+        let n2 = if c2 == 0 {
+            match self.bump(n) {
+                Some(n2) => n2,
+                None => return Ok(None),
+            }
+        } else {
+            n
+        };
+        let id = self.intern((p2, c2, n2))?;
+        Ok(self.is_viable(id).then_some(id))
+    }
+
+    pub fn accept(&self, s: u32) -> bool {
+        let (p, c, n) = self.states[s as usize];
+        c == 0 && n >= self.min && self.pattern.accept[p as usize]
+    }
+
+    /// False when no byte can follow (the maximum is reached at a character boundary).
+    pub fn live(&self, s: u32) -> bool {
+        let (p, c, n) = self.states[s as usize];
+        self.pattern.live[p as usize] && !(c == 0 && self.max != UNBOUNDED && n >= self.max)
+    }
+
+    /// Byte-class starts of the two machines (for the automaton's class table).
+    pub fn boundaries(&self) -> impl Iterator<Item = u8> + '_ {
+        self.pattern.boundaries().chain(self.chars.boundaries())
+    }
+}

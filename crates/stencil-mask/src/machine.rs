@@ -1,0 +1,238 @@
+//! [`Machine`]: an explicit DFA over bytes with class-compressed rows, and the algebra the
+//! grammar's `And`/`Not`/`Dfa` nodes need (product, complement, trimming).
+//!
+//! Rows are indexed by byte class (bytes no transition tells apart), so a 10,000-state product
+//! of a pattern with a length bound costs a few transitions per state, not 256.
+
+use crate::hash::FxHashMap;
+use crate::MaskError;
+use stencil_grammar::ByteDfa;
+
+/// No transition.
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// An explicit DFA: state 0 is the start; `trans[s * nclasses + class]` (`DEAD` if none).
+#[derive(Debug, Clone)]
+pub(crate) struct Machine {
+    pub class_of: [u8; 256],
+    pub nclasses: usize,
+    pub trans: Vec<u32>,
+    pub accept: Vec<bool>,
+    /// States with at least one transition (an item there can still consume bytes).
+    pub live: Vec<bool>,
+}
+
+impl Machine {
+    #[inline]
+    pub fn next(&self, s: u32, b: u8) -> u32 {
+        self.trans[s as usize * self.nclasses + self.class_of[b as usize] as usize]
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Starts of byte classes: `true` at `b` if `b` and `b - 1` are told apart.
+    pub fn boundaries(&self) -> impl Iterator<Item = u8> + '_ {
+        (1..256usize)
+            .filter(|&b| self.class_of[b] != self.class_of[b - 1])
+            .map(|b| b as u8)
+    }
+
+    /// Builds from rows over the classes of `class_of`, merging classes no row tells apart,
+    /// then recomputing `live`.
+    pub fn from_rows(
+        class_of: [u8; 256],
+        nclasses: usize,
+        trans: Vec<u32>,
+        accept: Vec<bool>,
+    ) -> Self {
+        let n = accept.len();
+        // Column signature per class: classes with equal columns merge.
+        let mut remap: Vec<u8> = vec![0; nclasses];
+        let mut kept: Vec<usize> = Vec::new();
+        let mut by_column: FxHashMap<Vec<u32>, u8> = FxHashMap::default();
+        for c in 0..nclasses {
+            let column: Vec<u32> = (0..n).map(|s| trans[s * nclasses + c]).collect();
+            let id = *by_column.entry(column).or_insert_with(|| {
+                kept.push(c);
+                (kept.len() - 1) as u8
+            });
+            remap[c] = id;
+        }
+        let k = kept.len().max(1);
+        let mut rows = vec![DEAD; n * k];
+        for s in 0..n {
+            for (j, &c) in kept.iter().enumerate() {
+                rows[s * k + j] = trans[s * nclasses + c];
+            }
+        }
+        let mut new_class_of = [0u8; 256];
+        for b in 0..256 {
+            new_class_of[b] = remap[class_of[b] as usize];
+        }
+        let live = (0..n)
+            .map(|s| rows[s * k..(s + 1) * k].iter().any(|&t| t != DEAD))
+            .collect();
+        Self {
+            class_of: new_class_of,
+            nclasses: k,
+            trans: rows,
+            accept,
+            live,
+        }
+    }
+
+    /// The DFA of the grammar's explicit [`ByteDfa`] (multipleOf and the like).
+    pub fn from_byte_dfa(d: &ByteDfa) -> Self {
+        let mut boundary = [false; 256];
+        boundary[0] = true;
+        for s in &d.states {
+            for &(lo, hi, _) in &s.transitions {
+                boundary[lo as usize] = true;
+                if hi < 255 {
+                    boundary[hi as usize + 1] = true;
+                }
+            }
+        }
+        let (class_of, nclasses) = classes_from_boundaries(&boundary);
+        let n = d.states.len().max(1);
+        let mut trans = vec![DEAD; n * nclasses];
+        let mut accept = vec![false; n];
+        for (i, s) in d.states.iter().enumerate() {
+            for &(lo, hi, t) in &s.transitions {
+                for b in lo..=hi {
+                    trans[i * nclasses + class_of[b as usize] as usize] = t;
+                }
+            }
+            accept[i] = s.accepting;
+        }
+        Self::from_rows(class_of, nclasses, trans, accept)
+    }
+
+    /// The complement over all byte strings: complete with a sink, flip acceptance.
+    pub fn complement(&self) -> Self {
+        let n = self.num_states();
+        let sink = n as u32;
+        let k = self.nclasses;
+        let mut trans: Vec<u32> = self
+            .trans
+            .iter()
+            .map(|&t| if t == DEAD { sink } else { t })
+            .collect();
+        trans.extend(std::iter::repeat_n(sink, k));
+        let mut accept: Vec<bool> = self.accept.iter().map(|a| !a).collect();
+        accept.push(true);
+        Self::from_rows(self.class_of, k, trans, accept)
+    }
+
+    /// Strings accepted by both, with only states that can still reach acceptance.
+    pub fn product(a: &Machine, b: &Machine, limit: usize) -> Result<Self, MaskError> {
+        let (class_of, reps) = joint_classes(a, b);
+        let k = reps.len();
+        let mut map: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let mut pairs = vec![(0u32, 0u32)];
+        map.insert((0, 0), 0);
+        let mut trans = Vec::new();
+        let mut accept = Vec::new();
+        let mut i = 0;
+        while i < pairs.len() {
+            let (x, y) = pairs[i];
+            for &r in &reps {
+                let (tx, ty) = (a.next(x, r), b.next(y, r));
+                if tx == DEAD || ty == DEAD {
+                    trans.push(DEAD);
+                    continue;
+                }
+                let id = match map.get(&(tx, ty)) {
+                    Some(&id) => id,
+                    None => {
+                        if pairs.len() >= limit {
+                            return Err(MaskError::TooManyStates {
+                                what: "intersection DFA",
+                                given: pairs.len() + 1,
+                                limit,
+                            });
+                        }
+                        let id = pairs.len() as u32;
+                        map.insert((tx, ty), id);
+                        pairs.push((tx, ty));
+                        id
+                    }
+                };
+                trans.push(id);
+            }
+            accept.push(a.accept[x as usize] && b.accept[y as usize]);
+            i += 1;
+        }
+        Ok(Self::from_rows(class_of, k, trans, accept).trim())
+    }
+
+    /// Removes transitions into states that cannot reach acceptance (state 0 is kept), so a
+    /// prefix that cannot be completed dies at once.
+    pub fn trim(self) -> Self {
+        let n = self.num_states();
+        let k = self.nclasses;
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for &t in &self.trans[s * k..(s + 1) * k] {
+                if t != DEAD && preds[t as usize].last() != Some(&(s as u32)) {
+                    preds[t as usize].push(s as u32);
+                }
+            }
+        }
+        let mut useful = self.accept.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| useful[s as usize]).collect();
+        while let Some(t) = stack.pop() {
+            for &p in &preds[t as usize] {
+                if !useful[p as usize] {
+                    useful[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if useful.iter().all(|&u| u) {
+            return self;
+        }
+        let trans = self
+            .trans
+            .iter()
+            .map(|&t| {
+                if t != DEAD && !useful[t as usize] {
+                    DEAD
+                } else {
+                    t
+                }
+            })
+            .collect();
+        Self::from_rows(self.class_of, k, trans, self.accept)
+    }
+}
+
+/// The byte classes neither machine tells apart, and one representative byte per class.
+pub(crate) fn joint_classes(a: &Machine, b: &Machine) -> ([u8; 256], Vec<u8>) {
+    let mut boundary = [false; 256];
+    boundary[0] = true;
+    for (x, bound) in boundary.iter_mut().enumerate().skip(1) {
+        *bound = a.class_of[x] != a.class_of[x - 1] || b.class_of[x] != b.class_of[x - 1];
+    }
+    let (class_of, k) = classes_from_boundaries(&boundary);
+    let mut reps = vec![0u8; k];
+    for (x, &c) in class_of.iter().enumerate().rev() {
+        reps[c as usize] = x as u8;
+    }
+    (class_of, reps)
+}
+
+/// Class ids from class starts (`boundary[0]` must be set).
+pub(crate) fn classes_from_boundaries(boundary: &[bool; 256]) -> ([u8; 256], usize) {
+    let mut class_of = [0u8; 256];
+    let mut c: usize = 0;
+    for b in 0..256 {
+        if b > 0 && boundary[b] {
+            c += 1;
+        }
+        class_of[b] = c as u8;
+    }
+    (class_of, c + 1)
+}
