@@ -44,6 +44,7 @@ pub fn pattern_to_string_content(pattern: &str, pointer: &str) -> Result<Expr, G
     let any = Expr::shared(Expr::star(any_string_char()));
     let mut alts = Vec::new();
     for (start, end, h) in branches {
+        let h = trim_open_ends(h, start, end);
         let body = translate(&h, Target::JsonString, pointer)?;
         alts.push(Expr::concat([
             if start { Expr::Empty } else { any.clone() },
@@ -52,6 +53,41 @@ pub fn pattern_to_string_content(pattern: &str, pointer: &str) -> Result<Expr, G
         ]));
     }
     Ok(Expr::alt(alts))
+}
+
+/// At an unanchored end of a search pattern, a repetition `X{m,n}` matches exactly what
+/// `X{m}` does (the surrounding "anything" absorbs the rest): `[a-z]{1,255}` searched is
+/// "contains a letter". Exact, and it spares the automaton hundreds of counter positions.
+fn trim_open_ends(h: Hir, start: bool, end: bool) -> Hir {
+    let at_least = |h: &Hir| -> Option<Hir> {
+        match h.kind() {
+            HirKind::Repetition(r) if r.max != Some(r.min) => {
+                let mut r = r.clone();
+                r.max = Some(r.min);
+                Some(Hir::repetition(r))
+            }
+            _ => None,
+        }
+    };
+    if let Some(single) = (!start && !end).then(|| at_least(&h)).flatten() {
+        return single;
+    }
+    let HirKind::Concat(parts) = h.kind() else {
+        return h;
+    };
+    let mut parts = parts.clone();
+    if !start {
+        if let Some(first) = parts.first().and_then(at_least) {
+            parts[0] = first;
+        }
+    }
+    if !end {
+        if let Some(last) = parts.last().and_then(at_least) {
+            let n = parts.len() - 1;
+            parts[n] = last;
+        }
+    }
+    Hir::concat(parts)
 }
 
 /// The fewest bytes a match of `pattern` (as a JSON Schema pattern) can have, if it parses.
@@ -262,6 +298,17 @@ mod tests {
         assert_eq!(ecma_to_rust(r"[\d.]"), "[0-9.]");
         assert_eq!(ecma_to_rust(r"a\/b"), "a/b");
         assert_eq!(ecma_to_rust(r"\W"), "[^0-9A-Za-z_]");
+    }
+
+    #[test]
+    fn open_ends_drop_extra_repetitions() {
+        let t = |p: &str, s, e| trim_open_ends(parse(p, "#").unwrap(), s, e).to_string();
+        assert_eq!(t("[a-z]{1,255}", false, false), t("[a-z]{1}", false, false));
+        assert_eq!(t("a{2,5}b", false, true), t("a{2}b", false, true));
+        assert_eq!(t("ba{2,}", true, false), t("ba{2}", true, false));
+        // Anchored ends keep their bounds.
+        assert_eq!(t("a{2,5}b", true, true), t("a{2,5}b", true, true));
+        assert_ne!(t("ba{2,}", true, true), t("ba{2}", true, true));
     }
 
     #[test]

@@ -338,6 +338,52 @@ impl Counted {
         self.pattern.live[p as usize] && !(c == 0 && self.max != UNBOUNDED && n >= self.max)
     }
 
+    /// The same language as an explicit DFA (for complements and products), by enumerating
+    /// the reachable viable states: two table lookups per transition, no item sets.
+    pub fn to_explicit(&mut self, limit: usize) -> Result<Machine, MaskError> {
+        let (class_of, reps) = joint_classes(&self.pattern, &self.chars);
+        let k = reps.len();
+        let Some(start) = self.start()? else {
+            return Ok(Machine::from_rows(class_of, k, vec![DEAD; k], vec![false]));
+        };
+        let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut order = vec![start];
+        ids.insert(start, 0);
+        let mut trans = Vec::new();
+        let mut accept = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            for &r in &reps {
+                match self.next(s, r)? {
+                    None => trans.push(DEAD),
+                    Some(t) => {
+                        let id = match ids.get(&t) {
+                            Some(&id) => id,
+                            None => {
+                                if order.len() >= limit {
+                                    return Err(MaskError::TooManyStates {
+                                        what: "intersection DFA",
+                                        given: order.len() + 1,
+                                        limit,
+                                    });
+                                }
+                                let id = order.len() as u32;
+                                ids.insert(t, id);
+                                order.push(t);
+                                id
+                            }
+                        };
+                        trans.push(id);
+                    }
+                }
+            }
+            accept.push(self.accept(s));
+            i += 1;
+        }
+        Ok(Machine::from_rows(class_of, k, trans, accept))
+    }
+
     /// Byte-class starts of the two machines (for the automaton's class table).
     pub fn boundaries(&self) -> impl Iterator<Item = u8> + '_ {
         self.pattern.boundaries().chain(self.chars.boundaries())

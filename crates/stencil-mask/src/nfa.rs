@@ -825,8 +825,10 @@ impl Nfa {
     fn determinize(&mut self, node: NodeId) -> Result<Machine, MaskError> {
         if let Node::Machine(m) = self.nodes[node as usize] {
             self.build_machine(m)?;
-            if let Some(Built::Explicit(d)) = &self.machines[m as usize] {
-                return Ok((**d).clone());
+            match &mut self.machines[m as usize] {
+                Some(Built::Explicit(d)) => return Ok((**d).clone()),
+                Some(Built::Counted(c)) => return c.to_explicit(self.machine_limit),
+                None => {}
             }
         }
         // Nested machines first; the operand's own byte classes (from the leaves and machines
@@ -930,6 +932,8 @@ struct ArenaBuilder {
     unit: NodeId,
     /// Fewest bytes each node matches (calls and machines count 0, `Nothing` u32::MAX).
     min_len: Vec<u32>,
+    /// Nodes every string of which is exactly one JSON string character (see `one_char`).
+    one_char: FxHashSet<NodeId>,
 }
 
 impl Default for ArenaBuilder {
@@ -948,6 +952,7 @@ impl Default for ArenaBuilder {
             boundary: [false; 256],
             unit: NOTHING,
             min_len: Vec::new(),
+            one_char: FxHashSet::default(),
         }
     }
 }
@@ -1053,6 +1058,14 @@ impl ArenaBuilder {
     }
 
     fn node(&mut self, e: &Expr) -> Result<NodeId, MaskError> {
+        let id = self.node_inner(e)?;
+        if one_char(e, &self.one_char, &self.shared) {
+            self.one_char.insert(id);
+        }
+        Ok(id)
+    }
+
+    fn node_inner(&mut self, e: &Expr) -> Result<NodeId, MaskError> {
         Ok(match e {
             Expr::Empty => EMPTY,
             Expr::Nothing => NOTHING,
@@ -1141,12 +1154,31 @@ impl ArenaBuilder {
                 let mut rest = Vec::new();
                 for &k in &kids {
                     match self.nodes[k as usize] {
+                        // An unbounded run from zero bounds nothing: an ordinary operand.
+                        Node::Repeat {
+                            min: 0,
+                            max: UNBOUNDED,
+                            ..
+                        } => rest.push(k),
                         Node::Repeat {
                             body,
                             min: a,
                             max: b,
                         } if body == self.unit => {
                             (min, max, counted) = (min.max(a), max.min(b), true);
+                        }
+                        // `X{a,b}` with X one character: `X*` within a count of a..b.
+                        Node::Repeat {
+                            body,
+                            min: a,
+                            max: b,
+                        } if self.one_char.contains(&body) => {
+                            (min, max, counted) = (min.max(a), max.min(b), true);
+                            rest.push(self.leaf(Node::Repeat {
+                                body,
+                                min: 0,
+                                max: UNBOUNDED,
+                            }));
                         }
                         _ if k == self.unit => {
                             (min, max, counted) = (min.max(1), max.min(1), true);
@@ -1166,7 +1198,25 @@ impl ArenaBuilder {
             }
             Expr::Not(inner) => {
                 call_free(e)?;
-                let kid = self.node(inner)?;
+                let mut kid = self.node(inner)?;
+                // A long bounded run of one-character strings is complemented through its
+                // counted machine (a direct enumeration, not a subset construction).
+                if let Node::Repeat { body, min, max } = self.nodes[kid as usize] {
+                    if self.one_char.contains(&body) && max != UNBOUNDED && max - min > 16 {
+                        let star = self.leaf(Node::Repeat {
+                            body,
+                            min: 0,
+                            max: UNBOUNDED,
+                        });
+                        let rest = if body == self.unit {
+                            vec![]
+                        } else {
+                            vec![star]
+                        };
+                        let key = format!("counted{min},{max},{rest:?}");
+                        kid = self.machine(key, MachineDef::Counted { min, max, rest });
+                    }
+                }
                 self.machine(format!("not{kid}"), MachineDef::Not(kid))
             }
             Expr::Dfa(d) => self.machine(
@@ -1189,6 +1239,40 @@ impl ArenaBuilder {
                 .any(|&k| self.nullable(k)),
             Node::Repeat { body, min, .. } => min == 0 || self.nullable(body),
         }
+    }
+}
+
+/// True if every string of `e` is exactly one JSON string character (a raw content
+/// character or one escape), judged structurally. `known` holds the arena nodes already
+/// known to be so, `shared` maps shared subexpressions to their nodes.
+fn one_char(
+    e: &Expr,
+    known: &FxHashSet<NodeId>,
+    shared: &FxHashMap<*const SharedExpr, NodeId>,
+) -> bool {
+    // Raw content characters: anything but `"`, `\` and C0 controls.
+    let plain = |a: u32, b: u32| a >= 0x20 && !(a..=b).contains(&0x22) && !(a..=b).contains(&0x5C);
+    match e {
+        Expr::Chars(set) => set.ranges().iter().all(|&(a, b)| plain(a as u32, b as u32)),
+        Expr::Bytes(r) => r
+            .iter()
+            .all(|&(lo, hi)| hi < 0x80 && plain(lo as u32, hi as u32)),
+        Expr::Literal(b) => {
+            let escape = matches!(b.as_slice(), [b'\\', x] if b"\"\\/bfnrt".contains(x))
+                || (b.len() == 6
+                    && b.starts_with(b"\\u")
+                    && b[2..].iter().all(u8::is_ascii_hexdigit));
+            let raw = std::str::from_utf8(b).is_ok_and(|t| {
+                let mut cs = t.chars();
+                matches!((cs.next(), cs.next()), (Some(c), None) if plain(c as u32, c as u32))
+            });
+            escape || raw
+        }
+        Expr::Alt(parts) => !parts.is_empty() && parts.iter().all(|p| one_char(p, known, shared)),
+        Expr::Shared(inner) => shared
+            .get(&Arc::as_ptr(inner))
+            .is_some_and(|id| known.contains(id)),
+        _ => false,
     }
 }
 

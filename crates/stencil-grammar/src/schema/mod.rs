@@ -446,6 +446,17 @@ impl Compiler<'_> {
             self.inline_stack.pop();
             return out;
         }
+        if let Some((rest, presence)) = presence_constraints(m) {
+            let mut parts = self.typed_parts_with(&rest, ptr, Some(&presence))?;
+            if !presence.others {
+                for (t, p) in parts.iter_mut().enumerate() {
+                    if t != OBJECT {
+                        *p = Expr::Nothing;
+                    }
+                }
+            }
+            return Ok(parts);
+        }
         if let Some(all) = m.get("allOf") {
             let list = all
                 .as_array()
@@ -520,9 +531,63 @@ impl Compiler<'_> {
             return Ok(acc.map(Expr::alt));
         }
         if m.contains_key("oneOf") {
-            let branches = self.branches(m, "oneOf", ptr, &base(&["oneOf"]))?;
+            let rest = base(&["oneOf"]);
+            let list = match m.get("oneOf") {
+                Some(Value::Array(l)) if !l.is_empty() => l.clone(),
+                Some(Value::Array(_)) => {
+                    return Err(GrammarError::invalid(ptr, "oneOf must not be empty"))
+                }
+                _ => return Err(GrammarError::invalid(ptr, "oneOf must be an array")),
+            };
+            // Each branch as it is compiled: merged with the keywords beside `oneOf`.
+            let list: Vec<Value> = if rest.keys().any(|k| is_validation(k)) {
+                let mut merged = Vec::with_capacity(list.len());
+                for (i, b) in list.iter().enumerate() {
+                    let bptr = format!("{ptr}/oneOf/{i}");
+                    merged.push(match self.expand_ref(b, &bptr)? {
+                        Value::Bool(true) => Value::Object(rest.clone()),
+                        Value::Bool(false) => Value::Bool(false),
+                        Value::Object(bo) => merge(&rest, &bo, &bptr)?,
+                        _ => {
+                            return Err(GrammarError::invalid(
+                                &bptr,
+                                "a schema must be an object or a boolean",
+                            ))
+                        }
+                    });
+                }
+                merged
+            } else {
+                list
+            };
+            let mut branches = Vec::with_capacity(list.len());
+            for (i, b) in list.iter().enumerate() {
+                branches.push(self.parts(b, &format!("{ptr}/oneOf/{i}"))?);
+            }
+            // Branches provably disjoint at the schema level (types, constants, a required
+            // property with disjoint values) are a plain union: no complement to build.
+            let n = list.len();
+            let mut apart = vec![vec![false; n]; n];
+            for i in 0..n {
+                for j in i + 1..n {
+                    let d = self.disjoint(&list[i], &list[j], ptr, 0);
+                    apart[i][j] = d;
+                    apart[j][i] = d;
+                }
+            }
             let mut out = nothing();
             for t in 0..6 {
+                let live_ids: Vec<usize> = (0..branches.len())
+                    .filter(|&i| !branches[i][t].is_nothing())
+                    .collect();
+                if live_ids.len() > 1
+                    && live_ids
+                        .iter()
+                        .all(|&i| live_ids.iter().all(|&j| i == j || apart[i][j]))
+                {
+                    out[t] = Expr::alt(live_ids.iter().map(|&i| branches[i][t].clone()));
+                    continue;
+                }
                 let all: Vec<&Expr> = branches
                     .iter()
                     .map(|b| &b[t])
@@ -645,6 +710,113 @@ impl Compiler<'_> {
         Ok(out)
     }
 
+    /// True if no instance can be valid under both schemas, provably from their types,
+    /// constants, or an object property both require with disjoint values. `false` means
+    /// "not proven", never "overlapping".
+    fn disjoint(&mut self, a: &Value, b: &Value, ptr: &str, depth: u32) -> bool {
+        let Some(a) = self.resolved(a, ptr) else {
+            return false;
+        };
+        match a.as_ref() {
+            Value::Bool(false) => true,
+            Value::Object(ao) => self.disjoint_with((ao, None), b, ptr, depth),
+            _ => false,
+        }
+    }
+
+    /// `v` with its `$ref` expanded (borrowed when it has none).
+    fn resolved<'v>(&mut self, v: &'v Value, ptr: &str) -> Option<std::borrow::Cow<'v, Value>> {
+        if v.get("$ref").is_some() {
+            self.expand_ref(v, ptr).ok().map(std::borrow::Cow::Owned)
+        } else {
+            Some(std::borrow::Cow::Borrowed(v))
+        }
+    }
+
+    fn disjoint_with(&mut self, a: Side<'_>, b: &Value, ptr: &str, depth: u32) -> bool {
+        let Some(b) = self.resolved(b, ptr) else {
+            return false;
+        };
+        match b.as_ref() {
+            Value::Bool(false) => true,
+            Value::Object(bo) => self.disjoint_sides(a, (bo, None), ptr, depth),
+            _ => false,
+        }
+    }
+
+    fn disjoint_sides(&mut self, a: Side<'_>, b: Side<'_>, ptr: &str, depth: u32) -> bool {
+        if depth > 6 {
+            return false;
+        }
+        let has = |x: Side<'_>, k: &str| x.1 != Some(k) && x.0.contains_key(k);
+        // `allOf` narrows: disjoint if any part (or the rest) is. `anyOf`/`oneOf` widen only
+        // to their branches: disjoint if every branch is.
+        for (x, y) in [(a, b), (b, a)] {
+            if has(x, "allOf") {
+                if let Some(Value::Array(parts)) = x.0.get("allOf") {
+                    for p in parts {
+                        if self.disjoint_with(y, p, ptr, depth + 1) {
+                            return true;
+                        }
+                    }
+                }
+                return self.disjoint_sides((x.0, Some("allOf")), y, ptr, depth + 1);
+            }
+            for key in ["anyOf", "oneOf"] {
+                if !has(x, key) || x.0.keys().any(|k| k != key && is_validation(k)) {
+                    continue;
+                }
+                if let Some(Value::Array(branches)) = x.0.get(key) {
+                    return branches
+                        .iter()
+                        .all(|p| self.disjoint_with(y, p, ptr, depth + 1));
+                }
+            }
+        }
+        // Other applicators can widen or narrow what the plain keywords say: prove nothing.
+        let applicators = [
+            "anyOf",
+            "oneOf",
+            "allOf",
+            "not",
+            "if",
+            "$ref",
+            "dependentSchemas",
+        ];
+        if applicators.iter().any(|k| has(a, k) || has(b, k)) {
+            return false;
+        }
+        let (a, b) = (a.0, b.0);
+        let (ta, tb) = (possible_types(a), possible_types(b));
+        let common: Vec<usize> = (0..6).filter(|&t| ta[t] && tb[t]).collect();
+        if common.is_empty() {
+            return true;
+        }
+        if let (Some(va), Some(vb)) = (constants(a), constants(b)) {
+            if va.iter().all(|x| vb.iter().all(|y| !json_equal(x, y))) {
+                return true;
+            }
+        }
+        if common != [OBJECT] {
+            return false;
+        }
+        // Both can only be objects: a property one requires that the other cannot have, or
+        // that both require with disjoint values.
+        for (x, y) in [(a, b), (b, a)] {
+            for k in required_names(x) {
+                if required_names(y).contains(&k) {
+                    let (px, py) = (property_schema(x, &k), property_schema(y, &k));
+                    if self.disjoint(px, py, ptr, depth + 1) {
+                        return true;
+                    }
+                } else if forbids_property(y, &k) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Resolves a `{"$ref": ...}` (with or without siblings) into a mergeable schema value.
     fn expand_ref(&mut self, v: &Value, ptr: &str) -> Result<Value, GrammarError> {
         let Some(m) = v.as_object() else {
@@ -743,6 +915,16 @@ impl Compiler<'_> {
 
     /// A schema object without applicators: per-type keywords, then `enum`/`const`.
     fn typed_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
+        self.typed_parts_with(m, ptr, None)
+    }
+
+    /// [`Compiler::typed_parts`], with objects held to a presence constraint.
+    fn typed_parts_with(
+        &mut self,
+        m: &Obj,
+        ptr: &str,
+        presence: Option<&Presence>,
+    ) -> Result<Parts, GrammarError> {
         let allowed = allowed_types(m, ptr)?;
         let mut parts = nothing();
         if allowed[NULL] {
@@ -763,7 +945,7 @@ impl Compiler<'_> {
             parts[ARRAY] = self.array(m, ptr)?;
         }
         if allowed[OBJECT] {
-            parts[OBJECT] = self.object(m, ptr)?;
+            parts[OBJECT] = self.object(m, ptr, presence)?;
         }
         let values: Option<Vec<Value>> = match (m.get("enum"), m.get("const")) {
             (Some(Value::Array(e)), None) => Some(e.clone()),
@@ -777,11 +959,22 @@ impl Compiler<'_> {
             }
         }
         if let Some(values) = values {
+            // With nothing but `type` beside the values, a value is valid iff its type is
+            // allowed (integers: no fraction), so the expressions need not be run.
+            let only_typed = m
+                .keys()
+                .all(|k| !is_validation(k) || ["enum", "const", "type"].contains(&k.as_str()));
+            let integer_only = !type_list(m).is_empty() && !type_list(m).contains(&"number");
             let mut by_type: [Vec<Expr>; 6] = Default::default();
             for v in values {
                 let t = type_of(&v);
-                let text = serde_json::to_string(&v).unwrap_or_default();
-                if matches(&parts[t], &self.rules, text.as_bytes()) {
+                let valid = if only_typed {
+                    allowed[t] && (t != NUMBER || !integer_only || self.is_integer(&v))
+                } else {
+                    let text = serde_json::to_string(&v).unwrap_or_default();
+                    matches(&parts[t], &self.rules, text.as_bytes())
+                };
+                if valid {
                     by_type[t].push(self.json.literal_value(&v));
                 }
             }
@@ -968,6 +1161,16 @@ impl Compiler<'_> {
             0 => Expr::star(any_string_char()),
             _ => Expr::and(parts),
         })
+    }
+
+    /// True if the number `v` is an integer as this schema's draft and options count them:
+    /// `1.0` is one from draft 6 on, unless integers are written plainly.
+    fn is_integer(&self, v: &Value) -> bool {
+        v.is_i64()
+            || v.is_u64()
+            || (!self.draft4
+                && !self.opts.plain_integers
+                && v.as_f64().is_some_and(|f| f.fract() == 0.0))
     }
 
     fn count(&self, m: &Obj, k: &str, ptr: &str) -> Result<Option<u32>, GrammarError> {
@@ -1207,7 +1410,12 @@ impl Compiler<'_> {
         Ok(self.json.array_of(body))
     }
 
-    fn object(&mut self, m: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+    fn object(
+        &mut self,
+        m: &Obj,
+        ptr: &str,
+        presence: Option<&Presence>,
+    ) -> Result<Expr, GrammarError> {
         let min = self.count(m, "minProperties", ptr)?.unwrap_or(0);
         let max = self.count(m, "maxProperties", ptr)?;
         if max.is_some_and(|x| x < min) {
@@ -1266,8 +1474,9 @@ impl Compiler<'_> {
         // Declared properties, then required names that are not declared.
         let mut declared: Vec<(String, Value)> =
             props.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        for r in &required {
-            if !props.contains_key(r) {
+        let tracked: &[String] = presence.map_or(&[], |p| p.names.as_slice());
+        for r in required.iter().chain(tracked) {
+            if !props.contains_key(r) && !declared.iter().any(|(n, _)| n == r) {
                 declared.push((r.clone(), additional.clone()));
             }
         }
@@ -1331,7 +1540,8 @@ impl Compiler<'_> {
             // Shared: the member follows the same continuation whether or not it is the first
             // one written, so it is compiled once (nested objects would otherwise double at
             // every level).
-            members.push((Expr::shared(member), is_required));
+            let bit = tracked.iter().position(|t| t == name).map(|b| b as u32);
+            members.push((Expr::shared(member), is_required, bit));
         }
         // Members not declared: keys matching patterns, then the rest under additionalProperties.
         let declared_names = Expr::alt(declared.iter().map(|(n, _)| {
@@ -1403,6 +1613,7 @@ impl Compiler<'_> {
             min,
             max,
             counted: min > 0 || max.is_some(),
+            presence: presence.map(|p| p.accept.as_slice()),
             memo: HashMap::new(),
         }
         .build();
@@ -1462,37 +1673,228 @@ impl Compiler<'_> {
     }
 }
 
+/// A constraint on which of a few named properties an object has, from `dependentRequired`
+/// (array `dependencies`) and `anyOf`/`oneOf` of branches that only list `required` names:
+/// compiled into the object itself (a bit per name along the members) instead of one object
+/// per branch, intersected or complemented.
+struct Presence {
+    names: Vec<String>,
+    /// `accept[mask]`: whether an object with exactly the tracked names in `mask` is valid.
+    accept: Vec<bool>,
+    /// Whether values of the other types are valid (`required` only constrains objects).
+    others: bool,
+}
+
+/// Most names a [`Presence`] tracks (its table has `2^n` entries).
+const MAX_PRESENCE_NAMES: usize = 10;
+
+/// One presence rule over names.
+enum PresenceRule {
+    /// The first name present implies the others.
+    Implies(String, Vec<String>),
+    /// The first name present excludes the others.
+    Excludes(String, Vec<String>),
+    /// Some list fully present (`exactly`: exactly one list).
+    Lists {
+        lists: Vec<Vec<String>>,
+        exactly: bool,
+    },
+}
+
+/// The keywords of `m` that only constrain which properties are present, as a [`Presence`],
+/// and `m` without them; `None` if there are none, or if other applicators remain.
+fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
+    let names_of = |v: &Value| -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_str().map(String::from))
+            .collect()
+    };
+    // A branch that is only `{"required": [...]}` (annotations aside).
+    let required_only = |b: &Value| -> Option<Vec<String>> {
+        let o = b.as_object()?;
+        if o.keys().any(|k| is_validation(k) && k != "required") {
+            return None;
+        }
+        names_of(o.get("required").unwrap_or(&json!([])))
+    };
+    let lists_rule = |v: &Value, exactly: bool| -> Option<PresenceRule> {
+        let lists: Vec<Vec<String>> = v
+            .as_array()?
+            .iter()
+            .map(required_only)
+            .collect::<Option<_>>()?;
+        (!lists.is_empty()).then_some(PresenceRule::Lists { lists, exactly })
+    };
+    let mut rules = Vec::new();
+    let mut rest = m.clone();
+    for key in ["dependentRequired", "dependencies"] {
+        if let Some(Value::Object(d)) = m.get(key) {
+            // `{"a": ["b"]}`: a needs b; `{"a": {"properties": {"b": false}}}`: a excludes b.
+            let forbidden = |v: &Value| -> Option<Vec<String>> {
+                let o = v.as_object()?;
+                if o.keys().any(|k| is_validation(k) && k != "properties") {
+                    return None;
+                }
+                o.get("properties")?
+                    .as_object()?
+                    .iter()
+                    .map(|(n, s)| {
+                        let never = *s == Value::Bool(false) || *s == json!({"not": {}});
+                        never.then(|| n.clone())
+                    })
+                    .collect()
+            };
+            let implied: Option<Vec<PresenceRule>> = d
+                .iter()
+                .map(|(k, v)| match names_of(v) {
+                    Some(n) => Some(PresenceRule::Implies(k.clone(), n)),
+                    None => Some(PresenceRule::Excludes(k.clone(), forbidden(v)?)),
+                })
+                .collect();
+            if let Some(implied) = implied {
+                rules.extend(implied);
+                rest.remove(key);
+            }
+        }
+    }
+    for (key, exactly) in [("anyOf", false), ("oneOf", true)] {
+        if let Some(rule) = m.get(key).and_then(|v| lists_rule(v, exactly)) {
+            rules.push(rule);
+            rest.remove(key);
+        }
+    }
+    if let Some(Value::Array(all)) = m.get("allOf") {
+        let mut kept = Vec::new();
+        for b in all {
+            let o = b.as_object();
+            let only = |k: &str| o.is_some_and(|o| o.keys().all(|x| !is_validation(x) || x == k));
+            let rule = if only("anyOf") {
+                o.and_then(|o| lists_rule(o.get("anyOf")?, false))
+            } else if only("oneOf") {
+                o.and_then(|o| lists_rule(o.get("oneOf")?, true))
+            } else {
+                None
+            };
+            match rule {
+                Some(r) => rules.push(r),
+                None => kept.push(b.clone()),
+            }
+        }
+        if kept.len() < all.len() {
+            if kept.is_empty() {
+                rest.remove("allOf");
+            } else {
+                rest.insert("allOf".into(), Value::Array(kept));
+            }
+        }
+    }
+    if rules.is_empty() {
+        return None;
+    }
+    let applicators = [
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "if",
+        "$ref",
+        "dependentSchemas",
+        "dependencies",
+        "dependentRequired",
+        "unevaluatedProperties",
+    ];
+    if applicators.iter().any(|k| rest.contains_key(*k)) {
+        return None;
+    }
+    let mut names: Vec<String> = Vec::new();
+    for r in &rules {
+        let all: Vec<&String> = match r {
+            PresenceRule::Implies(k, v) | PresenceRule::Excludes(k, v) => {
+                std::iter::once(k).chain(v).collect()
+            }
+            PresenceRule::Lists { lists, .. } => lists.iter().flatten().collect(),
+        };
+        for n in all {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    if names.len() > MAX_PRESENCE_NAMES {
+        return None;
+    }
+    let bit = |n: &String| 1u32 << names.iter().position(|x| x == n).unwrap_or(0);
+    let set = |v: &[String]| v.iter().fold(0u32, |a, n| a | bit(n));
+    let accept = (0..1u32 << names.len())
+        .map(|mask| {
+            rules.iter().all(|r| match r {
+                PresenceRule::Implies(k, v) => mask & bit(k) == 0 || mask & set(v) == set(v),
+                PresenceRule::Excludes(k, v) => mask & bit(k) == 0 || mask & set(v) == 0,
+                PresenceRule::Lists { lists, exactly } => {
+                    let full = lists.iter().filter(|l| mask & set(l) == set(l)).count();
+                    if *exactly {
+                        full == 1
+                    } else {
+                        full >= 1
+                    }
+                }
+            })
+        })
+        .collect();
+    // Non-objects satisfy every `required`: each list is "fully present".
+    let others = rules.iter().all(|r| match r {
+        PresenceRule::Implies(..) | PresenceRule::Excludes(..) => true,
+        PresenceRule::Lists { lists, exactly } => !*exactly || lists.len() == 1,
+    });
+    Some((
+        rest,
+        Presence {
+            names,
+            accept,
+            others,
+        },
+    ))
+}
+
 /// Builds the members of an object in schema order: declared properties (optional ones may be
 /// skipped), then any number of extra members, with an optional count of members.
 struct ObjectBody<'a> {
-    members: &'a [(Expr, bool)],
+    /// Member expression, required, and the member's bit in the presence mask if tracked.
+    members: &'a [(Expr, bool, Option<u32>)],
     extra: &'a Expr,
     sep: Expr,
     min: u32,
     max: Option<u32>,
     counted: bool,
-    memo: HashMap<(usize, u32, bool), Expr>,
+    /// Which masks of tracked members may end the object (see [`Presence`]).
+    presence: Option<&'a [bool]>,
+    memo: HashMap<(usize, u32, bool, u32), Expr>,
 }
 
 impl ObjectBody<'_> {
     fn build(mut self) -> Expr {
-        self.at(0, 0, true)
+        self.at(0, 0, true, 0)
     }
 
-    /// Members from declared index `i` on, `c` members written so far, `first` if none yet.
-    fn at(&mut self, i: usize, c: u32, first: bool) -> Expr {
+    /// Members from declared index `i` on, `c` members written so far, `first` if none yet,
+    /// `mask` the tracked members written.
+    fn at(&mut self, i: usize, c: u32, first: bool, mask: u32) -> Expr {
         let c = if self.counted { c } else { 0 };
-        if let Some(e) = self.memo.get(&(i, c, first)) {
+        if let Some(e) = self.memo.get(&(i, c, first, mask)) {
             return e.clone();
         }
         let e = if i == self.members.len() {
-            self.extras(c, first)
+            match self.presence {
+                Some(accept) if !accept[mask as usize] => Expr::Nothing,
+                _ => self.extras(c, first),
+            }
         } else {
-            let (member, required) = &self.members[i];
+            let (member, required, bit) = &self.members[i];
             let take = if self.counted && self.max.is_some_and(|m| c + 1 > m) {
                 Expr::Nothing
             } else {
-                let next = self.at(i + 1, c + 1, false);
+                let next = self.at(i + 1, c + 1, false, mask | bit.map_or(0, |b| 1 << b));
                 Expr::concat([
                     if first { Expr::Empty } else { self.sep.clone() },
                     member.clone(),
@@ -1502,12 +1904,12 @@ impl ObjectBody<'_> {
             let skip = if *required {
                 Expr::Nothing
             } else {
-                self.at(i + 1, c, first)
+                self.at(i + 1, c, first, mask)
             };
             Expr::alt([take, skip])
         };
         let e = Expr::shared(e);
-        self.memo.insert((i, c, first), e.clone());
+        self.memo.insert((i, c, first, mask), e.clone());
         e
     }
 
@@ -1585,6 +1987,60 @@ fn allowed_types(m: &Obj, ptr: &str) -> Result<[bool; 6], GrammarError> {
     }
     Ok(out)
 }
+
+/// The JSON types a schema object allows by its `type`, `const` and `enum`.
+fn possible_types(m: &Obj) -> [bool; 6] {
+    let mut t = allowed_types(m, "").unwrap_or([true; 6]);
+    if let Some(vals) = constants(m) {
+        let mut from_values = [false; 6];
+        for v in &vals {
+            from_values[type_of(v)] = true;
+        }
+        for i in 0..6 {
+            t[i] &= from_values[i];
+        }
+    }
+    t
+}
+
+/// The values a schema object allows by `const` / `enum`, if it lists them.
+fn constants(m: &Obj) -> Option<Vec<Value>> {
+    match (m.get("const"), m.get("enum")) {
+        (Some(c), _) => Some(vec![c.clone()]),
+        (None, Some(Value::Array(e))) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+fn required_names(m: &Obj) -> Vec<String> {
+    match m.get("required") {
+        Some(Value::Array(r)) => r
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The schema a property `k` is validated by (declared, else additional; patterns: unknown).
+fn property_schema<'m>(m: &'m Obj, k: &str) -> &'m Value {
+    static TRUE: Value = Value::Bool(true);
+    if let Some(p) = m.get("properties").and_then(|p| p.get(k)) {
+        return p;
+    }
+    if m.contains_key("patternProperties") {
+        return &TRUE;
+    }
+    m.get("additionalProperties").unwrap_or(&TRUE)
+}
+
+/// True if an object valid under `m` cannot have property `k`.
+fn forbids_property(m: &Obj, k: &str) -> bool {
+    *property_schema(m, k) == Value::Bool(false)
+}
+
+/// A schema object seen without one of its keywords (see `Compiler::disjoint`).
+type Side<'a> = (&'a Obj, Option<&'static str>);
 
 /// The types a schema can possibly have, from `type`, `const`/`enum` (for call attribution).
 fn declared_types(v: &Value) -> [bool; 6] {
