@@ -340,7 +340,7 @@ impl Counted {
 
     /// The same language as an explicit DFA (for complements and products), by enumerating
     /// the reachable viable states: two table lookups per transition, no item sets.
-    pub fn to_explicit(&mut self, limit: usize) -> Result<Machine, MaskError> {
+    pub fn enumerate(&mut self, limit: usize) -> Result<Machine, MaskError> {
         let (class_of, reps) = joint_classes(&self.pattern, &self.chars);
         let k = reps.len();
         let Some(start) = self.start()? else {

@@ -827,7 +827,7 @@ impl Nfa {
             self.build_machine(m)?;
             match &mut self.machines[m as usize] {
                 Some(Built::Explicit(d)) => return Ok((**d).clone()),
-                Some(Built::Counted(c)) => return c.to_explicit(self.machine_limit),
+                Some(Built::Counted(c)) => return c.enumerate(self.machine_limit),
                 None => {}
             }
         }
