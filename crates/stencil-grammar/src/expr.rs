@@ -200,10 +200,29 @@ impl Expr {
     /// Alternation, flattening nested alternations and dropping `Nothing` and duplicate leaves.
     pub fn alt(parts: impl IntoIterator<Item = Expr>) -> Self {
         let mut out: Vec<Expr> = Vec::new();
-        let mut literals: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        // Literals seen: a scan while few, a set once many (long enums).
+        let mut literals: Option<std::collections::HashSet<Vec<u8>>> = None;
         let mut push = |out: &mut Vec<Expr>, x: Expr| match &x {
             Expr::Literal(b) => {
-                if literals.insert(b.clone()) {
+                let seen = match &mut literals {
+                    Some(set) => !set.insert(b.clone()),
+                    None => {
+                        let seen = out.iter().any(|o| matches!(o, Expr::Literal(c) if c == b));
+                        if out.len() >= 32 {
+                            let mut set: std::collections::HashSet<Vec<u8>> = out
+                                .iter()
+                                .filter_map(|o| match o {
+                                    Expr::Literal(c) => Some(c.clone()),
+                                    _ => None,
+                                })
+                                .collect();
+                            set.insert(b.clone());
+                            literals = Some(set);
+                        }
+                        seen
+                    }
+                };
+                if !seen {
                     out.push(x);
                 }
             }

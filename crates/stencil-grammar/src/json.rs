@@ -1,6 +1,6 @@
 //! JSON building blocks: whitespace, strings (canonical escaping), numbers, literals, any value.
 
-use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
+use crate::expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId};
 use crate::GrammarError;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -406,6 +406,9 @@ pub fn key_except(names: &[String]) -> Option<Expr> {
     {
         return None;
     }
+    if names.iter().all(|n| n.is_ascii()) {
+        return Some(Expr::Dfa(std::sync::Arc::new(key_except_dfa(names))));
+    }
     let mut root = KeyTrie::default();
     for n in names {
         let mut cur = &mut root;
@@ -424,6 +427,110 @@ pub fn key_except(names: &[String]) -> Option<Expr> {
         escape_after: Default::default(),
     };
     Some(parts.build(&root))
+}
+
+/// [`key_except`] for ASCII names, as an explicit DFA: a state per trie node of the names,
+/// where any other character leads to a shared "any JSON string content" tail. Cheap to
+/// build for objects with hundreds of declared properties, and expanded by the automaton
+/// only when a key is written.
+fn key_except_dfa(names: &[String]) -> ByteDfa {
+    // Trie of the names: children by byte, and whether a name ends there.
+    let mut kids: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
+    let mut terminal = vec![false];
+    for n in names {
+        let mut cur = 0usize;
+        for &b in n.as_bytes() {
+            cur = match kids[cur].iter().find(|(x, _)| *x == b) {
+                Some(&(_, t)) => t as usize,
+                None => {
+                    kids.push(Vec::new());
+                    terminal.push(false);
+                    let t = kids.len() - 1;
+                    kids[cur].push((b, t as u32));
+                    t
+                }
+            };
+        }
+        terminal[cur] = true;
+    }
+    let t = kids.len() as u32;
+    // The tail: any JSON string content (raw characters, escapes without lone surrogates).
+    let (any, esc, u0, u1, u1d, u2, u3) = (t, t + 1, t + 2, t + 3, t + 4, t + 5, t + 6);
+    let (c1, c2, c3, e0, ed, f0, f4) = (t + 7, t + 8, t + 9, t + 10, t + 11, t + 12, t + 13);
+    let hex = |to: u32| vec![(b'0', b'9', to), (b'A', b'F', to), (b'a', b'f', to)];
+    // The start of one more character: plain ASCII to `any` except the `children` bytes
+    // (sorted, to their own states), `\\` to an escape, UTF-8 leads to the tail.
+    let char_start = |children: &[(u8, u32)]| -> Vec<(u8, u8, u32)> {
+        let mut tr: Vec<(u8, u8, u32)> = Vec::with_capacity(12 + 2 * children.len());
+        let push_plain = |lo: u8, hi: u8, tr: &mut Vec<(u8, u8, u32)>| {
+            // `lo..=hi` to `any`, minus children.
+            let mut from = lo as u32;
+            for &(b, to) in children.iter().filter(|(b, _)| (lo..=hi).contains(b)) {
+                if (b as u32) > from {
+                    tr.push((from as u8, b - 1, any));
+                }
+                tr.push((b, b, to));
+                from = b as u32 + 1;
+            }
+            if from <= hi as u32 {
+                tr.push((from as u8, hi, any));
+            }
+        };
+        push_plain(0x20, 0x21, &mut tr);
+        push_plain(0x23, 0x5B, &mut tr);
+        tr.push((b'\\', b'\\', esc));
+        push_plain(0x5D, 0x7F, &mut tr);
+        tr.extend([
+            (0xC2, 0xDF, c1),
+            (0xE0, 0xE0, e0),
+            (0xE1, 0xEC, c2),
+            (0xED, 0xED, ed),
+            (0xEE, 0xEF, c2),
+            (0xF0, 0xF0, f0),
+            (0xF1, 0xF3, c3),
+            (0xF4, 0xF4, f4),
+        ]);
+        tr
+    };
+    let mut states = Vec::with_capacity(t as usize + 14);
+    for (i, children) in kids.iter_mut().enumerate() {
+        children.sort_unstable();
+        states.push(ByteDfaState {
+            transitions: char_start(children),
+            accepting: !terminal[i],
+        });
+    }
+    let st = |transitions: Vec<(u8, u8, u32)>, accepting: bool| ByteDfaState {
+        transitions,
+        accepting,
+    };
+    let mut esc_tr: Vec<(u8, u8, u32)> = b"\"/\\bfnrt".iter().map(|&b| (b, b, any)).collect();
+    esc_tr.push((b'u', b'u', u0));
+    esc_tr.sort_unstable();
+    let mut u0_tr = vec![
+        (b'0', b'9', u1),
+        (b'A', b'C', u1),
+        (b'D', b'D', u1d),
+        (b'E', b'F', u1),
+    ];
+    u0_tr.extend([(b'a', b'c', u1), (b'd', b'd', u1d), (b'e', b'f', u1)]);
+    states.extend([
+        st(char_start(&[]), true),
+        st(esc_tr, false),
+        st(u0_tr, false),
+        st(hex(u2), false),
+        st(vec![(b'0', b'7', u2)], false),
+        st(hex(u3), false),
+        st(hex(any), false),
+        st(vec![(0x80, 0xBF, any)], false),
+        st(vec![(0x80, 0xBF, c1)], false),
+        st(vec![(0x80, 0xBF, c2)], false),
+        st(vec![(0xA0, 0xBF, c1)], false),
+        st(vec![(0x80, 0x9F, c1)], false),
+        st(vec![(0x90, 0xBF, c2)], false),
+        st(vec![(0x80, 0x8F, c2)], false),
+    ]);
+    ByteDfa { states }
 }
 
 #[derive(Default)]

@@ -161,7 +161,7 @@ fn alt_parts(p: Parts) -> Expr {
     Expr::alt(p)
 }
 
-impl Compiler<'_> {
+impl<'a> Compiler<'a> {
     fn schema_expr(&mut self, v: &Value, ptr: &str) -> Result<Expr, GrammarError> {
         let e = alt_parts(self.parts(v, ptr)?);
         self.nodes += e.size();
@@ -239,7 +239,7 @@ impl Compiler<'_> {
         }
     }
 
-    fn resolve(&self, reference: &Value, ptr: &str) -> Result<(&Value, String), GrammarError> {
+    fn resolve(&self, reference: &Value, ptr: &str) -> Result<(&'a Value, String), GrammarError> {
         let r = reference
             .as_str()
             .ok_or_else(|| GrammarError::invalid(ptr, "$ref must be a string"))?;
@@ -254,7 +254,6 @@ impl Compiler<'_> {
     /// A bare `$ref`: inline, or call a rule when re-entered (recursion).
     fn ref_parts(&mut self, reference: &Value, ptr: &str) -> Result<Parts, GrammarError> {
         let (target, tptr) = self.resolve(reference, ptr)?;
-        let target = target.clone();
         if let Some(limit) = self.opts.max_recursion {
             let depth = self.inline_stack.iter().filter(|t| **t == tptr).count() as u32;
             if depth > 0 {
@@ -414,7 +413,6 @@ impl Compiler<'_> {
                 return self.ref_parts(r, ptr);
             }
             let (target, tptr) = self.resolve(r, ptr)?;
-            let target = target.clone();
             if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
                 // Recursive target with extra keywords: intersect with the call where the
                 // extra keywords are only annotations of the same types.
@@ -833,9 +831,8 @@ impl Compiler<'_> {
                 "a recursive $ref inside allOf",
             ));
         }
-        let target = target.clone();
         self.inline_stack.push(tptr.clone());
-        let expanded = self.expand_ref(&target, &tptr);
+        let expanded = self.expand_ref(target, &tptr);
         self.inline_stack.pop();
         let expanded = expanded?;
         let rest: Obj = m
@@ -1472,27 +1469,29 @@ impl Compiler<'_> {
             Some(_) => return Err(GrammarError::invalid(ptr, "propertyNames must be a schema")),
         };
         // Declared properties, then required names that are not declared.
-        let mut declared: Vec<(String, Value)> =
-            props.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        // Borrowed: property schemas are only copied where pattern schemas join them.
+        let mut declared: Vec<(&str, &Value)> =
+            props.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let tracked: &[String] = presence.map_or(&[], |p| p.names.as_slice());
         for r in required.iter().chain(tracked) {
             if !props.contains_key(r) && !declared.iter().any(|(n, _)| n == r) {
-                declared.push((r.clone(), additional.clone()));
+                declared.push((r.as_str(), &additional));
             }
         }
         let mut members = Vec::new();
-        for (name, schema) in &declared {
+        for &(name, schema) in &declared {
             let quoted = serde_json::to_string(name).unwrap_or_default();
             let content = &quoted.as_bytes()[1..quoted.len() - 1];
             // A declared name that matches patterns must satisfy those schemas too.
-            let mut schema = schema.clone();
+            let mut schema = std::borrow::Cow::Borrowed(schema);
             let from_props = props.contains_key(name);
             for (i, (_, ps)) in patterns.iter().enumerate() {
                 if matches(&pattern_contents[i], &self.rules, content) {
-                    schema = json!({"allOf": [schema, ps]});
-                    if !from_props {
-                        schema = ps.clone();
-                    }
+                    schema = std::borrow::Cow::Owned(if from_props {
+                        json!({"allOf": [schema.into_owned(), ps]})
+                    } else {
+                        ps.clone()
+                    });
                 }
             }
             if !from_props
@@ -1509,7 +1508,7 @@ impl Compiler<'_> {
                     .filter(|(i, _)| matches(&pattern_contents[*i], &self.rules, content))
                     .map(|(_, (_, s))| s.clone())
                     .collect();
-                schema = json!({"allOf": matched});
+                schema = std::borrow::Cow::Owned(json!({"allOf": matched}));
             }
             let name_ok = names_content
                 .as_ref()
@@ -1523,7 +1522,7 @@ impl Compiler<'_> {
             } else {
                 Expr::Nothing
             };
-            let is_required = required.contains(name);
+            let is_required = required.iter().any(|r| r == name);
             if value.is_nothing() {
                 if is_required {
                     return Ok(Expr::Nothing);
@@ -1576,7 +1575,10 @@ impl Compiler<'_> {
             // expression (no intersection to build).
             let except = if n == 0 && !declared.is_empty() {
                 crate::json::key_except(
-                    &declared.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+                    &declared
+                        .iter()
+                        .map(|(k, _)| k.to_string())
+                        .collect::<Vec<_>>(),
                 )
             } else {
                 None
