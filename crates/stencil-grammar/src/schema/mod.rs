@@ -257,11 +257,11 @@ impl<'a> Compiler<'a> {
         if let Some(limit) = self.opts.max_recursion {
             let depth = self.inline_stack.iter().filter(|t| **t == tptr).count() as u32;
             if depth > 0 {
-                return self.bounded_recursion(&target, tptr, depth, limit);
+                return self.bounded_recursion(target, tptr, depth, limit);
             }
         }
         if let Some(&rule) = self.ref_rules.get(&tptr) {
-            return Ok(self.call_parts(rule, &target, &tptr));
+            return Ok(self.call_parts(rule, target, &tptr));
         }
         if self.inline_stack.contains(&tptr) {
             let rule = RuleId(self.rules.len() as u32);
@@ -270,12 +270,12 @@ impl<'a> Compiler<'a> {
                 expr: Expr::Nothing,
             });
             self.ref_rules.insert(tptr.clone(), rule);
-            let body = self.schema_expr(&target, &tptr)?;
+            let body = self.schema_expr(target, &tptr)?;
             if body.is_nothing() {
                 return Err(GrammarError::Unsatisfiable { pointer: tptr });
             }
             self.rules[rule.0 as usize].expr = body;
-            return Ok(self.call_parts(rule, &target, &tptr));
+            return Ok(self.call_parts(rule, target, &tptr));
         }
         if self.inline_stack.len() > 64 {
             return Err(GrammarError::invalid(ptr, "$ref chain deeper than 64"));
@@ -284,7 +284,7 @@ impl<'a> Compiler<'a> {
             return Ok(p.clone());
         }
         self.inline_stack.push(tptr.clone());
-        let out = self.parts(&target, &tptr);
+        let out = self.parts(target, &tptr);
         self.inline_stack.pop();
         let out = out?;
         if self.ref_rules.contains_key(&tptr) || self.bounded.contains(&tptr) {
