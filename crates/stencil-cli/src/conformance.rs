@@ -192,9 +192,27 @@ pub fn summary(mut v: Vec<f64>, with_count: bool) -> Value {
     Value::Object(o)
 }
 
+/// The `--property-order` values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderArg {
+    /// Schema order (what generation uses).
+    Schema,
+    /// Any order, each property at most once (exact validation).
+    Any,
+}
+
+impl From<OrderArg> for stencil_grammar::PropertyOrder {
+    fn from(o: OrderArg) -> Self {
+        match o {
+            OrderArg::Schema => Self::Schema,
+            OrderArg::Any => Self::Any,
+        }
+    }
+}
+
 /// Options for a test-suite file: formats are assertions only in the suite's
 /// `optional/format` tests (elsewhere the suite treats them as annotations).
-pub fn suite_options(path: &Path) -> Options {
+pub fn suite_options(path: &Path, order: OrderArg) -> Options {
     let assert = path.components().any(|c| c.as_os_str() == "format")
         && path.to_string_lossy().contains("optional");
     Options {
@@ -203,6 +221,7 @@ pub fn suite_options(path: &Path) -> Options {
         } else {
             FormatMode::Annotate
         },
+        property_order: order.into(),
         ..Options::default()
     }
 }

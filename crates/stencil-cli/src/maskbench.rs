@@ -15,7 +15,7 @@ use stencil_grammar::Options;
 use stencil_mask::TokenSet;
 
 use crate::conformance::{
-    compile_to_first_mask, json_files, pct, r3, replay, summary, Engine, Outcome,
+    compile_to_first_mask, json_files, pct, r3, replay, summary, Engine, OrderArg, Outcome,
 };
 
 #[derive(Args, Debug)]
@@ -35,6 +35,10 @@ pub struct MaskBenchArgs {
     /// One JSON line per schema.
     #[arg(long)]
     pub per_schema: Option<PathBuf>,
+    /// Object member order instances may use: `schema` (the default, as generation and
+    /// maskbench-llg) or `any` (exact for instances in any key order).
+    #[arg(long, value_enum, default_value = "schema")]
+    pub property_order: OrderArg,
 }
 
 #[derive(Default, serde::Serialize)]
@@ -71,7 +75,7 @@ fn name_of(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn run_inner(engine: &Engine, path: &Path, r: &mut SchemaResult) -> Result<()> {
+fn run_inner(engine: &Engine, path: &Path, options: &Options, r: &mut SchemaResult) -> Result<()> {
     let file: Value = serde_json::from_slice(&std::fs::read(path)?)?;
     let mut tests = Vec::new();
     for t in file["tests"].as_array().into_iter().flatten() {
@@ -83,7 +87,7 @@ fn run_inner(engine: &Engine, path: &Path, r: &mut SchemaResult) -> Result<()> {
     r.valid = tests.iter().filter(|t| t.0).count();
     r.invalid = tests.len() - r.valid;
     r.tests_failed = tests.len();
-    let (compiled, us) = compile_to_first_mask(engine, &file["schema"], &Options::default());
+    let (compiled, us) = compile_to_first_mask(engine, &file["schema"], options);
     r.compile_us = Some(r3(us));
     let constraint = compiled.map_err(|e| anyhow::anyhow!(e))?;
     r.compiled = true;
@@ -113,7 +117,7 @@ fn run_inner(engine: &Engine, path: &Path, r: &mut SchemaResult) -> Result<()> {
     Ok(())
 }
 
-pub fn run_schema(engine: &Engine, path: &Path) -> SchemaResult {
+pub fn run_schema(engine: &Engine, path: &Path, options: &Options) -> SchemaResult {
     let subset = path.parent().map(name_of).unwrap_or_default();
     let mut r = SchemaResult {
         id: format!("{subset}/{}", name_of(path)),
@@ -122,7 +126,7 @@ pub fn run_schema(engine: &Engine, path: &Path) -> SchemaResult {
     };
     let t0 = Instant::now();
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_inner(engine, path, &mut r)
+        run_inner(engine, path, options, &mut r)
     }));
     match out {
         Ok(Ok(())) => {}
@@ -177,6 +181,10 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         files.extend(fs);
     }
     let engine = Engine::load(args.tokenizer.as_deref())?;
+    let options = Options {
+        property_order: args.property_order.into(),
+        ..Options::default()
+    };
     eprintln!(
         "tokenizer {} (vocab {}), {} files, {} thread(s), setup {:.2}s",
         engine.name,
@@ -191,7 +199,7 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         if trace {
             eprintln!("schema {}", p.display());
         }
-        let r = run_schema(&engine, p);
+        let r = run_schema(&engine, p, &options);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if n % 500 == 0 {
             eprintln!(

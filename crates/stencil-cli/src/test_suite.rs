@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use stencil_mask::TokenSet;
 
-use crate::conformance::{json_files, replay, suite_options, Engine, Outcome};
+use crate::conformance::{json_files, replay, suite_options, Engine, OrderArg, Outcome};
 
 #[derive(Args, Debug)]
 pub struct TestSuiteArgs {
@@ -24,6 +24,10 @@ pub struct TestSuiteArgs {
     /// Write one JSON line per test: id, outcome, detail.
     #[arg(long)]
     pub per_test: Option<PathBuf>,
+    /// Object member order the instances may use. The suite tests validation, where JSON
+    /// objects are unordered: `any` by default.
+    #[arg(long, value_enum, default_value = "any")]
+    pub property_order: OrderArg,
 }
 
 pub fn run(args: TestSuiteArgs) -> Result<()> {
@@ -47,7 +51,7 @@ pub fn run(args: TestSuiteArgs) -> Result<()> {
             .into_owned();
         let data: Value = serde_json::from_slice(&std::fs::read(file)?)
             .with_context(|| format!("parsing {}", file.display()))?;
-        let options = suite_options(file);
+        let options = suite_options(file, args.property_order);
         for (gi, group) in data.as_array().into_iter().flatten().enumerate() {
             groups += 1;
             let cases = group["tests"].as_array().cloned().unwrap_or_default();

@@ -121,6 +121,53 @@ pub enum Expr {
     Shared(Arc<SharedExpr>),
     /// An explicit deterministic automaton (for languages awkward as regexes: `multipleOf`).
     Dfa(Arc<ByteDfa>),
+    /// The members of a JSON object in any order (see [`ObjectExpr`]): between `{` and `}`.
+    Object(Arc<ObjectExpr>),
+}
+
+/// The body of a JSON object whose members may come in any order: each declared member at
+/// most once (required ones exactly once), additional members anywhere, separators between.
+/// Not a regular expression of any useful size (the members seen are a set), so the automaton
+/// layer tracks the set of written members itself. Equality is identity.
+#[derive(Debug)]
+pub struct ObjectExpr {
+    /// Declared members (`"key" ws : ws value`) and whether each is required.
+    pub members: Vec<(Expr, bool)>,
+    /// One additional member (`Nothing` when none is allowed).
+    pub extra: Expr,
+    /// Between two members (`ws , ws`).
+    pub sep: Expr,
+    pub min: u32,
+    pub max: Option<u32>,
+    /// A presence constraint: per member its bit (if tracked), and which masks of tracked
+    /// bits may end the object.
+    pub presence: Option<(Vec<Option<u32>>, Vec<bool>)>,
+}
+
+impl PartialEq for ObjectExpr {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl ObjectExpr {
+    /// True if the members in `written` (indices) may end the object with `count` members.
+    pub fn may_end(&self, written: u64, count: u32) -> bool {
+        let required = self
+            .members
+            .iter()
+            .enumerate()
+            .all(|(i, (_, r))| !r || written & (1 << i) != 0);
+        let presence = self.presence.as_ref().is_none_or(|(bits, accept)| {
+            let mask = bits
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| written & (1 << i) != 0)
+                .fold(0u32, |m, (_, b)| m | b.map_or(0, |b| 1 << b));
+            accept[mask as usize]
+        });
+        required && presence && count >= self.min
+    }
 }
 
 /// A shared subexpression. Equality is identity (comparing contents of a DAG of shared nodes
@@ -322,6 +369,9 @@ impl Expr {
             }
             Expr::Repeat { expr, .. } | Expr::Not(expr) => 1 + expr.size(),
             Expr::Shared(_) => 1,
+            Expr::Object(o) => {
+                1 + o.extra.size() + o.members.iter().map(|(m, _)| m.size()).sum::<usize>()
+            }
             _ => 1,
         }
     }
@@ -333,6 +383,7 @@ impl Expr {
             Expr::Concat(v) | Expr::Alt(v) | Expr::And(v) => v.iter().any(Expr::has_call),
             Expr::Repeat { expr, .. } | Expr::Not(expr) => expr.has_call(),
             Expr::Shared(e) => e.has_call,
+            Expr::Object(o) => o.extra.has_call() || o.members.iter().any(|(m, _)| m.has_call()),
             _ => false,
         }
     }
@@ -425,6 +476,18 @@ fn renumber(
             memo.insert(key, done.clone());
             done
         }
+        Expr::Object(o) => Expr::Object(Arc::new(ObjectExpr {
+            members: o
+                .members
+                .iter()
+                .map(|(m, r)| (renumber(m, offset, memo), *r))
+                .collect(),
+            extra: renumber(&o.extra, offset, memo),
+            sep: o.sep.clone(),
+            min: o.min,
+            max: o.max,
+            presence: o.presence.clone(),
+        })),
         other => other.clone(),
     }
 }

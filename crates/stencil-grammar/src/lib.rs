@@ -27,7 +27,9 @@ mod schema;
 pub mod tools;
 
 pub use error::{GrammarError, Warning};
-pub use expr::{ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, Rule, RuleId, SharedExpr};
+pub use expr::{
+    ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, ObjectExpr, Rule, RuleId, SharedExpr,
+};
 pub use json::{any_string_char, key_except, Json, Whitespace};
 pub use matcher::matches;
 pub use regex::regex_to_expr;
@@ -58,6 +60,18 @@ pub enum FormatMode {
     Annotate,
 }
 
+/// The order object members may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PropertyOrder {
+    /// Declared properties in schema order, then required-but-undeclared ones, then
+    /// additional ones (a documented departure from JSON's unordered objects).
+    #[default]
+    Schema,
+    /// Any order, each property at most once: the exact language (objects of up to 64
+    /// declared properties; larger ones fall back to schema order).
+    Any,
+}
+
 /// Compiler options.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -79,6 +93,9 @@ pub struct Options {
     /// language shrinks (deeper values are refused) but never grows; generation uses it so a
     /// small model that keeps opening nested values is made to close them.
     pub max_recursion: Option<u32>,
+    /// Order of object members: schema order (what generation wants: keys are forced and
+    /// predictable) or any order (exact for checking JSON written by others).
+    pub property_order: PropertyOrder,
     /// Enforce the RFC total lengths of `hostname` (253) and `email` (254). Exact, but the
     /// counters multiply those automata (50-130 ms to compile), so validation-style use leaves
     /// it off; generation turns it on so a model cannot loop inside an address.
@@ -96,6 +113,7 @@ impl Default for Options {
             plain_integers: false,
             max_recursion: None,
             format_total_lengths: false,
+            property_order: PropertyOrder::Schema,
         }
     }
 }

@@ -144,6 +144,41 @@ impl Cx<'_> {
                 out = self.ends(&inner.expr, start, depth + 1);
                 self.memo.insert(key, out.clone());
             }
+            Expr::Object(o) => {
+                // States (position, members written, count, first): breadth-first.
+                let counted = o.min > 0 || o.max.is_some();
+                let mut seen = std::collections::HashSet::new();
+                let mut todo = vec![(start, 0u64, 0u32, true)];
+                while let Some((pos, written, count, first)) = todo.pop() {
+                    if !seen.insert((pos, written, count, first)) {
+                        continue;
+                    }
+                    if o.may_end(written, count) {
+                        out.insert(pos);
+                    }
+                    if o.max.is_some_and(|m| count >= m) {
+                        continue;
+                    }
+                    let next_count = if counted { count + 1 } else { 0 };
+                    let starts: Vec<usize> = if first {
+                        vec![pos]
+                    } else {
+                        self.ends(&o.sep, pos, depth + 1).into_iter().collect()
+                    };
+                    for s0 in starts {
+                        for (i, (m, _)) in o.members.iter().enumerate() {
+                            if written & (1 << i) == 0 {
+                                for p in self.ends(m, s0, depth + 1) {
+                                    todo.push((p, written | 1 << i, next_count, false));
+                                }
+                            }
+                        }
+                        for p in self.ends(&o.extra, s0, depth + 1) {
+                            todo.push((p, written, next_count, false));
+                        }
+                    }
+                }
+            }
             Expr::Dfa(dfa) => {
                 let mut s = 0u32;
                 if dfa.states.first().is_some_and(|st| st.accepting) {

@@ -53,6 +53,18 @@ enum Node {
     },
     Call(u32),
     Machine(u32),
+    /// Members in any order: index into the object table.
+    Object(u32),
+}
+
+/// An object body with members in any order (see `stencil_grammar::ObjectExpr`).
+#[derive(Debug, Clone)]
+struct ObjectNode {
+    /// Per member: the member, and the separator then the member.
+    members: Vec<(NodeId, NodeId)>,
+    extra: (NodeId, NodeId),
+    spec: Arc<stencil_grammar::ObjectExpr>,
+    counted: bool,
 }
 
 /// What to do once the current subexpression is matched.
@@ -69,6 +81,15 @@ enum Cont {
     Rep {
         node: NodeId,
         done: u32,
+        then: ContId,
+    },
+    /// Between members of object `node`: the members `written` so far (bits by index),
+    /// `count` members in all (0 when uncounted), `first` if none yet.
+    Obj {
+        node: NodeId,
+        written: u64,
+        count: u32,
+        first: bool,
         then: ContId,
     },
 }
@@ -109,6 +130,7 @@ enum Work {
 pub(crate) struct Nfa {
     nodes: Vec<Node>,
     kids: Vec<NodeId>,
+    objects: Vec<ObjectNode>,
     /// Fewest bytes each node matches (see [`Nfa::canonical_cont`]).
     min_len: Vec<u32>,
     /// Memos of [`Nfa::canonical_cont`] and [`Nfa::canonical_item`] (`u32::MAX`: unknown).
@@ -168,6 +190,7 @@ impl Nfa {
         let mut nfa = Nfa {
             nodes: Vec::new(),
             kids: Vec::new(),
+            objects: std::mem::take(&mut b.objects),
             min_len: Vec::new(),
             canon_conts: Vec::new(),
             canon_items: Vec::new(),
@@ -357,6 +380,13 @@ impl Nfa {
                         Cont::Rep { node, done, then } => {
                             self.repeat_resume(node, done, then, &mut stack)?
                         }
+                        Cont::Obj {
+                            node,
+                            written,
+                            count,
+                            first,
+                            then,
+                        } => self.object_resume(node, written, count, first, then, &mut stack)?,
                     }
                 }
                 Work::Expand(n, k) => {
@@ -387,6 +417,7 @@ impl Nfa {
                             }
                         }
                         Node::Repeat { .. } => self.repeat_resume(n, 0, k, &mut stack)?,
+                        Node::Object(_) => self.object_resume(n, 0, 0, true, k, &mut stack)?,
                         Node::Call(rule) => {
                             out.push(self.intern_item(Item::Call { rule, cont: k })?)
                         }
@@ -412,6 +443,54 @@ impl Nfa {
         out.sort_unstable();
         out.dedup();
         Ok(out.into_boxed_slice())
+    }
+
+    /// Between members of object `node`: another declared member not yet written, an
+    /// additional member, and/or the end of the object where it may end.
+    fn object_resume(
+        &mut self,
+        node: NodeId,
+        written: u64,
+        count: u32,
+        first: bool,
+        then: ContId,
+        stack: &mut Vec<Work>,
+    ) -> Result<(), MaskError> {
+        let Node::Object(o) = self.nodes[node as usize] else {
+            unreachable!("object continuation on a non-object")
+        };
+        let obj = self.objects[o as usize].clone();
+        if obj.spec.may_end(written, count) {
+            stack.push(Work::Resume(then));
+        }
+        if obj.spec.max.is_some_and(|m| count >= m) {
+            return Ok(());
+        }
+        let count = if obj.counted { count + 1 } else { 0 };
+        let pick = |(alone, with_sep): (NodeId, NodeId)| if first { alone } else { with_sep };
+        for (i, &m) in obj.members.iter().enumerate() {
+            if written & (1 << i) == 0 {
+                let k = self.cont(Cont::Obj {
+                    node,
+                    written: written | 1 << i,
+                    count,
+                    first: false,
+                    then,
+                })?;
+                stack.push(Work::Expand(pick(m), k));
+            }
+        }
+        if obj.extra.0 != NOTHING {
+            let k = self.cont(Cont::Obj {
+                node,
+                written,
+                count,
+                first: false,
+                then,
+            })?;
+            stack.push(Work::Expand(pick(obj.extra), k));
+        }
+        Ok(())
     }
 
     /// After `done` complete iterations of repetition `node`: another one, and/or what follows.
@@ -544,7 +623,7 @@ impl Nfa {
     fn char_counter_of(&self, mut k: ContId) -> Option<ContId> {
         loop {
             match self.conts[k as usize] {
-                Cont::Done => return None,
+                Cont::Done | Cont::Obj { .. } => return None,
                 Cont::Seq { then, .. } => k = then,
                 Cont::Rep { node, .. } => {
                     let Node::Repeat { body, .. } = self.nodes[node as usize] else {
@@ -706,6 +785,19 @@ impl Nfa {
         }
         let canon = match self.conts[k as usize] {
             Cont::Done => Cont::Done,
+            Cont::Obj {
+                node,
+                written,
+                count,
+                first,
+                then,
+            } => Cont::Obj {
+                node,
+                written,
+                count,
+                first,
+                then: self.canonical_cont(then)?,
+            },
             Cont::Seq { node, kid, then } => Cont::Seq {
                 node,
                 kid,
@@ -846,6 +938,12 @@ impl Nfa {
                     todo.extend_from_slice(&self.kids[start as usize..(start + len) as usize])
                 }
                 Node::Repeat { body, .. } => todo.push(body),
+                Node::Object(o) => {
+                    let obj = &self.objects[o as usize];
+                    for &(a, b) in obj.members.iter().chain([&obj.extra]) {
+                        todo.extend([a, b]);
+                    }
+                }
                 Node::Byte(lo, hi) => {
                     boundary[lo as usize] = true;
                     if hi < 255 {
@@ -934,6 +1032,8 @@ struct ArenaBuilder {
     min_len: Vec<u32>,
     /// Nodes every string of which is exactly one JSON string character (see `one_char`).
     one_char: FxHashSet<NodeId>,
+    objects: Vec<ObjectNode>,
+    object_ids: FxHashMap<*const stencil_grammar::ObjectExpr, NodeId>,
 }
 
 impl Default for ArenaBuilder {
@@ -953,6 +1053,8 @@ impl Default for ArenaBuilder {
             unit: NOTHING,
             min_len: Vec::new(),
             one_char: FxHashSet::default(),
+            objects: Vec::new(),
+            object_ids: FxHashMap::default(),
         }
     }
 }
@@ -962,7 +1064,7 @@ impl ArenaBuilder {
     fn push(&mut self, n: Node) -> NodeId {
         let kids = |start: u32, len: u32| &self.kids[start as usize..(start + len) as usize];
         let len = match n {
-            Node::Empty | Node::Call(_) | Node::Machine(_) => 0,
+            Node::Empty | Node::Call(_) | Node::Machine(_) | Node::Object(_) => 0,
             Node::Nothing => u32::MAX,
             Node::Byte(..) => 1,
             Node::Seq { start, len } => kids(start, len)
@@ -1219,6 +1321,31 @@ impl ArenaBuilder {
                 }
                 self.machine(format!("not{kid}"), MachineDef::Not(kid))
             }
+            Expr::Object(o) => {
+                let key = Arc::as_ptr(o);
+                if let Some(&id) = self.object_ids.get(&key) {
+                    return Ok(id);
+                }
+                let sep = self.node(&o.sep)?;
+                let pair = |b: &mut Self, e: &Expr| -> Result<(NodeId, NodeId), MaskError> {
+                    let alone = b.node(e)?;
+                    Ok((alone, b.list(false, vec![sep, alone])))
+                };
+                let mut members = Vec::with_capacity(o.members.len());
+                for (m, _) in &o.members {
+                    members.push(pair(self, m)?);
+                }
+                let extra = pair(self, &o.extra)?;
+                self.objects.push(ObjectNode {
+                    members,
+                    extra,
+                    spec: o.clone(),
+                    counted: o.min > 0 || o.max.is_some(),
+                });
+                let id = self.push(Node::Object(self.objects.len() as u32 - 1));
+                self.object_ids.insert(key, id);
+                id
+            }
             Expr::Dfa(d) => self.machine(
                 format!("dfa{:p}", Arc::as_ptr(d)),
                 MachineDef::Dfa(d.clone()),
@@ -1231,6 +1358,7 @@ impl ArenaBuilder {
         match self.nodes[n as usize] {
             Node::Empty => true,
             Node::Nothing | Node::Byte(..) | Node::Call(_) | Node::Machine(_) => false,
+            Node::Object(o) => self.objects[o as usize].spec.min == 0,
             Node::Seq { start, len } => self.kids[start as usize..(start + len) as usize]
                 .iter()
                 .all(|&k| self.nullable(k)),

@@ -1608,10 +1608,33 @@ impl<'a> Compiler<'a> {
             ]));
         }
         let extra = Expr::shared(Expr::alt(extra_members));
+        let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
+        if self.opts.property_order == crate::PropertyOrder::Any && members.len() <= 64 {
+            let body = Expr::Object(std::sync::Arc::new(crate::ObjectExpr {
+                presence: presence.map(|p| {
+                    (
+                        members.iter().map(|(_, _, b)| *b).collect(),
+                        p.accept.clone(),
+                    )
+                }),
+                members: members.iter().map(|(m, r, _)| (m.clone(), *r)).collect(),
+                extra,
+                sep,
+                min,
+                max,
+            }));
+            return Ok(Expr::concat([
+                Expr::literal("{"),
+                self.json.ws(),
+                body,
+                self.json.ws(),
+                Expr::literal("}"),
+            ]));
+        }
         let body = ObjectBody {
             members: &members,
             extra: &extra,
-            sep: Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]),
+            sep,
             min,
             max,
             counted: min > 0 || max.is_some(),
