@@ -55,16 +55,23 @@ fn hostname_labels() {
 }
 
 #[test]
-fn total_lengths_when_asked() {
-    let bounded = Options {
-        format_total_lengths: true,
+fn total_lengths_by_default() {
+    let unbounded = Options {
+        format_total_lengths: false,
         ..Options::default()
     };
+    let bounded = Options::default();
     let label = "a".repeat(63);
     let too_long = [label.as_str(); 4].join("."); // 255 characters
     let fits = [label.as_str(), &label, &label, &"a".repeat(61)].join(".");
-    assert!(accepts("hostname", &too_long), "not enforced by default");
-    assert!(!accepts_with("hostname", &too_long, &bounded));
+    assert!(
+        !accepts("hostname", &too_long),
+        "the 253 total is enforced by default"
+    );
+    assert!(
+        accepts_with("hostname", &too_long, &unbounded),
+        "unless turned off"
+    );
     assert!(accepts_with("hostname", &fits, &bounded));
     let email = |domain: &str| format!("{}@{domain}", "b".repeat(64));
     let domain_ok = [label.as_str(), &label, &"c".repeat(61)].join("."); // 64+1+189 = 254

@@ -1251,52 +1251,7 @@ impl ArenaBuilder {
                 if kids.contains(&NOTHING) {
                     return Ok(NOTHING);
                 }
-                // Length bounds in characters become one counter (the tightest bounds).
-                let (mut min, mut max, mut counted) = (0u32, UNBOUNDED, false);
-                let mut rest = Vec::new();
-                for &k in &kids {
-                    match self.nodes[k as usize] {
-                        // An unbounded run from zero bounds nothing: an ordinary operand.
-                        Node::Repeat {
-                            min: 0,
-                            max: UNBOUNDED,
-                            ..
-                        } => rest.push(k),
-                        Node::Repeat {
-                            body,
-                            min: a,
-                            max: b,
-                        } if body == self.unit => {
-                            (min, max, counted) = (min.max(a), max.min(b), true);
-                        }
-                        // `X{a,b}` with X one character: `X*` within a count of a..b.
-                        Node::Repeat {
-                            body,
-                            min: a,
-                            max: b,
-                        } if self.one_char.contains(&body) => {
-                            (min, max, counted) = (min.max(a), max.min(b), true);
-                            rest.push(self.leaf(Node::Repeat {
-                                body,
-                                min: 0,
-                                max: UNBOUNDED,
-                            }));
-                        }
-                        _ if k == self.unit => {
-                            (min, max, counted) = (min.max(1), max.min(1), true);
-                        }
-                        _ => rest.push(k),
-                    }
-                }
-                if counted {
-                    if min > max {
-                        return Ok(NOTHING);
-                    }
-                    let key = format!("counted{min},{max},{rest:?}");
-                    return Ok(self.machine(key, MachineDef::Counted { min, max, rest }));
-                }
-                let key = format!("and{kids:?}");
-                self.machine(key, MachineDef::And(kids))
+                self.and_node(kids)?
             }
             Expr::Not(inner) => {
                 call_free(e)?;
@@ -1351,6 +1306,103 @@ impl ArenaBuilder {
                 MachineDef::Dfa(d.clone()),
             ),
         })
+    }
+
+    /// The intersection of `kids`: length bounds in characters become one counter (the
+    /// tightest bounds), counted machines among the kids fold into it, and a bound over a
+    /// small alternation is distributed over its branches, so that every branch gets its own
+    /// lazily stepped counter instead of one eager product of everything.
+    fn and_node(&mut self, kids: Vec<NodeId>) -> Result<NodeId, MaskError> {
+        let is_bound = |b: &Self, k: NodeId| match b.nodes[k as usize] {
+            Node::Repeat { body, min, max } => {
+                (body == b.unit || b.one_char.contains(&body)) && !(min == 0 && max == UNBOUNDED)
+            }
+            Node::Machine(m) => matches!(b.machine_defs[m as usize], MachineDef::Counted { .. }),
+            _ => k == b.unit,
+        };
+        let bounds = kids.iter().filter(|&&k| is_bound(self, k)).count();
+        let alts: Vec<NodeId> = kids
+            .iter()
+            .copied()
+            .filter(|&k| matches!(self.nodes[k as usize], Node::Alt { len, .. } if len <= 8))
+            .collect();
+        if bounds > 0 && bounds + 1 == kids.len() && alts.len() == 1 {
+            let Node::Alt { start, len } = self.nodes[alts[0] as usize] else {
+                unreachable!("checked above")
+            };
+            let branches: Vec<NodeId> = self.kids[start as usize..(start + len) as usize].to_vec();
+            let mut out = Vec::with_capacity(branches.len());
+            for b in branches {
+                let mut ks: Vec<NodeId> = kids.iter().copied().filter(|&k| k != alts[0]).collect();
+                ks.push(b);
+                out.push(self.and_node(ks)?);
+            }
+            return Ok(self.list(true, out));
+        }
+        // Counted machines among the kids: their bounds and patterns join this one.
+        let mut flat = Vec::with_capacity(kids.len());
+        let (mut fold_min, mut fold_max, mut folded) = (0u32, UNBOUNDED, false);
+        for &k in &kids {
+            match self.nodes[k as usize] {
+                Node::Machine(m) => match &self.machine_defs[m as usize] {
+                    MachineDef::Counted { min, max, rest } => {
+                        fold_min = fold_min.max(*min);
+                        fold_max = fold_max.min(*max);
+                        folded = true;
+                        flat.extend(rest.iter().copied());
+                    }
+                    _ => flat.push(k),
+                },
+                _ => flat.push(k),
+            }
+        }
+        let kids = flat;
+        // Length bounds in characters become one counter (the tightest bounds).
+        let (mut min, mut max, mut counted) = (fold_min, fold_max, folded);
+        let mut rest = Vec::new();
+        for &k in &kids {
+            match self.nodes[k as usize] {
+                // An unbounded run from zero bounds nothing: an ordinary operand.
+                Node::Repeat {
+                    min: 0,
+                    max: UNBOUNDED,
+                    ..
+                } => rest.push(k),
+                Node::Repeat {
+                    body,
+                    min: a,
+                    max: b,
+                } if body == self.unit => {
+                    (min, max, counted) = (min.max(a), max.min(b), true);
+                }
+                // `X{a,b}` with X one character: `X*` within a count of a..b.
+                Node::Repeat {
+                    body,
+                    min: a,
+                    max: b,
+                } if self.one_char.contains(&body) => {
+                    (min, max, counted) = (min.max(a), max.min(b), true);
+                    rest.push(self.leaf(Node::Repeat {
+                        body,
+                        min: 0,
+                        max: UNBOUNDED,
+                    }));
+                }
+                _ if k == self.unit => {
+                    (min, max, counted) = (min.max(1), max.min(1), true);
+                }
+                _ => rest.push(k),
+            }
+        }
+        if counted {
+            if min > max {
+                return Ok(NOTHING);
+            }
+            let key = format!("counted{min},{max},{rest:?}");
+            return Ok(self.machine(key, MachineDef::Counted { min, max, rest }));
+        }
+        let key = format!("and{kids:?}");
+        Ok(self.machine(key, MachineDef::And(kids)))
     }
 
     /// True if `n` matches the empty string (rules and machines are assumed not to).

@@ -77,6 +77,38 @@ fn compact_size(v: &Value, limit: usize) -> usize {
     total
 }
 
+/// True for the official metaschemas (drafts 3 to 2020-12, and their hyper-schemas).
+fn known_metaschema(uri: &Value) -> bool {
+    let Some(u) = uri.as_str() else {
+        return false;
+    };
+    let u = u.trim_end_matches('#');
+    let u = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+        .unwrap_or(u);
+    let Some(path) = u.strip_prefix("json-schema.org/") else {
+        return false;
+    };
+    [
+        "schema",
+        "hyper-schema",
+        "draft-03/schema",
+        "draft-03/hyper-schema",
+        "draft-04/schema",
+        "draft-04/hyper-schema",
+        "draft-06/schema",
+        "draft-06/hyper-schema",
+        "draft-07/schema",
+        "draft-07/hyper-schema",
+        "draft/2019-09/schema",
+        "draft/2019-09/hyper-schema",
+        "draft/2020-12/schema",
+        "draft/2020-12/hyper-schema",
+    ]
+    .contains(&path)
+}
+
 /// Compiles a JSON Schema.
 pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, GrammarError> {
     let size = compact_size(schema, options.max_schema_bytes);
@@ -117,6 +149,18 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         nodes: 0,
         depth: 0,
     };
+    if let Some(uri) = schema.get("$schema") {
+        if !known_metaschema(uri) {
+            c.refuse(
+                "$schema",
+                "#",
+                &format!(
+                    "unknown metaschema {uri}: its vocabularies (which keywords validate) \
+                     cannot be known"
+                ),
+            )?;
+        }
+    }
     let start = c.schema_expr(schema, "#")?;
     if start.is_nothing() {
         return Err(GrammarError::Unsatisfiable {
@@ -244,7 +288,7 @@ impl<'a> Compiler<'a> {
             .as_str()
             .ok_or_else(|| GrammarError::invalid(ptr, "$ref must be a string"))?;
         self.resolver
-            .resolve(r)
+            .resolve_from(r, ptr)
             .ok_or_else(|| GrammarError::UnresolvedRef {
                 reference: r.into(),
                 pointer: ptr.into(),
@@ -1115,7 +1159,7 @@ impl<'a> Compiler<'a> {
                 match crate::formats::format_regex(f) {
                     Some(_) if f == "email" => {
                         // RFC 5321: a local part of at most 64 characters, bounded on its own
-                        // (cheap); the 254-character total only with `format_total_lengths`.
+                        // (cheap); the 254-character total with `format_total_lengths`.
                         // (Address literals are short: the total bounds only named domains.)
                         let (local, name, literal) = crate::formats::email_parts();
                         let exact =
@@ -1140,9 +1184,8 @@ impl<'a> Compiler<'a> {
                         if f == "hostname" {
                             // No "--" in label positions 3-4: IDN A-labels (xn--) cannot be
                             // validated by a regex, so they are refused rather than accepted
-                            // unchecked. The 253-character total only with
-                            // `format_total_lengths`: its counter times the 63-character label
-                            // counter is a ~14k-state automaton (60-130 ms to compile eagerly).
+                            // unchecked. The 253-character total with `format_total_lengths`
+                            // (a lazily stepped counter over the label automaton).
                             let idn = pattern_to_string_content(r"^(?:[^.]*\.)*[^.]{2}--", ptr)?;
                             parts.push(Expr::Not(Box::new(idn)));
                             if self.opts.format_total_lengths {
@@ -1229,12 +1272,13 @@ impl<'a> Compiler<'a> {
             (None, None) => (vec![], Value::Bool(true)),
             (Some(_), _) => return Err(GrammarError::invalid(ptr, "prefixItems must be an array")),
         };
-        let rest = match (&rest, m.get("unevaluatedItems")) {
-            (Value::Bool(true), Some(u))
-                if !m.contains_key("items") || m.contains_key("prefixItems") =>
-            {
-                u.clone()
-            }
+        // `unevaluatedItems` applies to the items nothing else evaluates: those past the
+        // positional ones, unless `items` (2020-12) or `additionalItems` (array `items`)
+        // already covers them.
+        let covered =
+            m.get("items").is_some_and(|i| !i.is_array()) || m.contains_key("additionalItems");
+        let rest = match m.get("unevaluatedItems") {
+            Some(u) if !covered => u.clone(),
             _ => rest,
         };
         let mut elems = Vec::new();

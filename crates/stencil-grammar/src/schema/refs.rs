@@ -1,11 +1,26 @@
 //! `$ref` resolution inside one document: JSON pointers, `$anchor`s and `$id`s.
+//!
+//! References resolve as RFC 3986 URI references against the base URI in effect where they
+//! appear (every `$id` on the way from the root changes it); `$id`s index resources by their
+//! absolute URI and anchors by `resource#anchor`. A document without an `$id` gets a private
+//! base. Where that finds nothing, a lenient fallback matches `$id`s by their last segment.
 
 use serde_json::Value;
 use std::collections::HashMap;
+use url::Url;
+
+/// The base of documents that have no `$id`.
+const DEFAULT_BASE: &str = "https://stencil.invalid/root.json";
 
 /// Where a reference points: the target schema and its JSON pointer.
 pub struct Resolver<'a> {
     root: &'a Value,
+    /// Absolute URIs (resources without fragment, anchors as `uri#name`) -> pointer.
+    uris: HashMap<String, String>,
+    /// The root's base URI.
+    base: Url,
+    /// Draft 4 and earlier name resources with `id`.
+    legacy_id: bool,
     /// `$anchor` / `$dynamicAnchor` name -> pointer, and `$id` (and its last path segment) ->
     /// pointer.
     names: HashMap<String, String>,
@@ -81,10 +96,81 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Indexes the resources and anchors under `v` (whose base URI is `base`).
+fn index_uris(
+    v: &Value,
+    ptr: &str,
+    base: &Url,
+    legacy_id: bool,
+    uris: &mut HashMap<String, String>,
+) {
+    match v {
+        Value::Object(m) => {
+            let mut base = base.clone();
+            if let Some(id) = own_id(m, legacy_id) {
+                if let Ok(u) = base.join(id) {
+                    base = u;
+                    let mut resource = base.clone();
+                    resource.set_fragment(None);
+                    uris.entry(resource.to_string())
+                        .or_insert_with(|| ptr.to_string());
+                }
+            }
+            for key in ["$anchor", "$dynamicAnchor"] {
+                if let Some(Value::String(a)) = m.get(key) {
+                    let mut u = base.clone();
+                    u.set_fragment(Some(a));
+                    uris.entry(u.to_string()).or_insert_with(|| ptr.to_string());
+                }
+            }
+            for (k, child) in m {
+                if k == "enum" || k == "const" || k == "examples" || k == "default" {
+                    continue;
+                }
+                index_uris(
+                    child,
+                    &format!("{ptr}/{}", escape_token(k)),
+                    &base,
+                    legacy_id,
+                    uris,
+                );
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                index_uris(child, &format!("{ptr}/{i}"), base, legacy_id, uris);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The identifier a schema object declares (`$id`, or `id` in draft 4), without a
+/// fragment-only `$id` (draft 6/7's plain-name fragments are anchors).
+fn own_id(m: &serde_json::Map<String, Value>, legacy_id: bool) -> Option<&str> {
+    let id = m
+        .get("$id")
+        .or_else(|| legacy_id.then(|| m.get("id")).flatten())?
+        .as_str()?;
+    (!id.starts_with('#')).then_some(id)
+}
+
 impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
         let mut names = HashMap::new();
         index(root, "#", &mut names);
+        let legacy_id = root
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03"));
+        let default = Url::parse(DEFAULT_BASE).expect("valid default base");
+        let mut uris = HashMap::new();
+        index_uris(root, "#", &default, legacy_id, &mut uris);
+        let base = root
+            .as_object()
+            .and_then(|m| own_id(m, legacy_id))
+            .and_then(|id| default.join(id).ok())
+            .unwrap_or(default);
         let root_id = root
             .get("$id")
             .or_else(|| root.get("id"))
@@ -92,9 +178,72 @@ impl<'a> Resolver<'a> {
             .map(|s| s.trim_end_matches('#').to_string());
         Self {
             root,
+            uris,
+            base,
+            legacy_id,
             names,
             root_id,
         }
+    }
+
+    /// The base URI in effect at pointer `at` (every `$id` on the way from the root).
+    fn base_at(&self, at: &str) -> Url {
+        let mut base = self.base.clone();
+        let Some(path) = at.strip_prefix("#/") else {
+            return base;
+        };
+        let mut cur = self.root;
+        for tok in path.split('/') {
+            let tok = percent_decode(tok).replace("~1", "/").replace("~0", "~");
+            let next = match cur {
+                Value::Object(m) => m.get(&tok),
+                Value::Array(a) => tok.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            };
+            let Some(next) = next else {
+                break;
+            };
+            cur = next;
+            if let Some(id) = cur.as_object().and_then(|m| own_id(m, self.legacy_id)) {
+                if let Ok(u) = base.join(id) {
+                    base = u;
+                }
+            }
+        }
+        base
+    }
+
+    /// Resolves `reference`, written in the schema at pointer `at`, to (target, pointer):
+    /// as a URI reference against the base there, else by the lenient fallback.
+    pub fn resolve_from(&self, reference: &str, at: &str) -> Option<(&'a Value, String)> {
+        self.resolve_uri(reference, at)
+            .or_else(|| self.resolve(reference))
+    }
+
+    fn resolve_uri(&self, reference: &str, at: &str) -> Option<(&'a Value, String)> {
+        let target = self.base_at(at).join(reference).ok()?;
+        let frag = target.fragment().map(percent_decode).unwrap_or_default();
+        let mut resource = target.clone();
+        resource.set_fragment(None);
+        let root_ptr = if resource == {
+            let mut b = self.base.clone();
+            b.set_fragment(None);
+            b
+        } {
+            "#".to_string()
+        } else {
+            self.uris.get(resource.as_str())?.clone()
+        };
+        let ptr = if frag.is_empty() {
+            root_ptr
+        } else if frag.starts_with('/') {
+            // JSON pointers in fragments are percent-encoded on the wire; keep the pointer
+            // in its `~`-escaped form.
+            format!("{root_ptr}{}", target.fragment().unwrap_or_default())
+        } else {
+            self.uris.get(target.as_str())?.clone()
+        };
+        Some((self.at_pointer(&ptr)?, ptr))
     }
 
     /// The value at a `#/a/b` pointer.
