@@ -1,7 +1,8 @@
 //! Fuzz target: schema (or regex) -> compile -> mask walk.
 //!
 //! The input's first line is a JSON Schema (or, if it is not JSON, a regex); the remaining
-//! bytes drive a walk: each byte picks an allowed token (or a rollback). Invariants checked:
+//! bytes drive a walk: each byte picks an allowed token (or a rollback); the first of them also
+//! picks the object member order (schema or any). Invariants checked:
 //! no panic, every token taken from the mask commits, rollback restores the previous mask,
 //! EOS is in the mask exactly when the matcher accepts.
 
@@ -10,7 +11,7 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
+use stencil_grammar::{compile, Constraint as Spec, Options, PropertyOrder, Whitespace};
 use stencil_mask::{Constraint, Limits, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
@@ -52,6 +53,12 @@ fuzz_target!(|data: &[u8]| {
         whitespace: Whitespace::Flexible { max: 2 },
         max_schema_bytes: 1 << 16,
         max_expr_nodes: 200_000,
+        // The walk's first byte (unused by the walk) picks the member order.
+        property_order: if walk.get(1).is_some_and(|b| b & 1 == 1) {
+            PropertyOrder::Any
+        } else {
+            PropertyOrder::Schema
+        },
         ..Options::default()
     };
     let Ok(compiled) = compile(&spec, &opts) else {

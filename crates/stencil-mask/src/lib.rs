@@ -1,21 +1,41 @@
 //! Token masks: which tokens may come next under a constraint.
 //!
-//! A [`stencil_grammar::Grammar`] is compiled into a byte-level NFA (one fragment per rule,
-//! calls between rules for recursion), determinized lazily into a [`dfa::LazyDfa`]. The
-//! vocabulary is a byte trie ([`TokenTrie`]). A [`Matcher`] tracks the parse as a small set of
-//! stacks of DFA states and computes a mask by walking the trie, pruning a subtree as soon as
-//! its prefix dies.
+//! A [`stencil_grammar::Grammar`] is turned into a hash-consed arena of nodes and explored as
+//! a lazy NFA ([`nfa`]): an NFA state ("item") is a byte range, a rule call, a rule end or a
+//! position inside a machine, paired with an interned continuation, and items are created only
+//! when reached. Bounded repetitions are counters inside continuations, so `maxItems: 1000` or
+//! `maxLength: 5000` costs nothing until the output gets there. Subset construction over items
+//! gives a lazy DFA ([`dfa::LazyDfa`]); the vocabulary is a byte trie ([`TokenTrie`]). A
+//! [`Matcher`] tracks the parse as a small set of stacks of DFA states and computes a mask by
+//! walking the trie, pruning a subtree as soon as its prefix dies.
 //!
-//! Speed comes from caching per DFA state: the tokens a state allows without leaving its rule
-//! are computed once and shared by every matcher of the same [`Constraint`]; only tokens that
-//! cross a rule boundary (a call or a return) are walked per request.
+//! Intersections and complements (`oneOf`, `not`, `pattern` with `format`) are "machines"
+//! ([`machine::Machine`]): explicit DFAs with class-compressed rows, determinized, combined and
+//! trimmed when first reached. A string language with a length bound (`pattern` or `format`
+//! with `minLength`/`maxLength`) is a [`counted::Counted`] machine instead: stepped lazily as
+//! (pattern state, character decoder state, length), and pruned exactly by a precomputed,
+//! eventually periodic table of completion lengths, never as a |pattern| x maxLength product.
+//!
+//! Speed comes from sharing mask work:
+//! - a DFA state's "local" mask (tokens that stay inside its rule) is computed once per
+//!   constraint and shared by every matcher of the same [`Constraint`]; only tokens that cross
+//!   a rule boundary are walked per request;
+//! - inside JSON strings, plain-text tokens of at most as many characters as the string may
+//!   still take are added as precomputed sets; tokens certain to die at a control character
+//!   are left out of the walk;
+//! - states that no single token can tell apart share one mask: repetition counts and string
+//!   lengths far from their bounds map to a canonical state, and a position in a plain
+//!   `maxLength` string takes the mask of the same position in an unbounded string, filtered
+//!   by how many characters each token writes before closing the string
+//!   ([`dfa::LazyDfa::mask_key`]).
 //!
 //! Key types:
 //! - [`Constraint`]: compiled once per (grammar, vocabulary), shared (`Arc`) across requests.
 //! - [`Matcher`]: per-request state: `compute_mask`, `commit`, `rollback`, `forced_bytes`,
 //!   `is_accepting`; cheap to clone.
 //! - [`TokenSet`]: a bitset over token ids.
-//! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`).
+//! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`,
+//!   `TooMuchWork`), so a pathological constraint is an error, never a hang.
 
 mod constraint;
 mod counted;
