@@ -99,6 +99,27 @@ pub fn pattern_min_len(pattern: &str) -> Option<usize> {
     hir.properties().minimum_len()
 }
 
+/// The fewest characters a match of `pattern` (as a JSON Schema pattern) can have, if it
+/// parses.
+pub fn pattern_min_chars(pattern: &str) -> Option<usize> {
+    fn min_chars(h: &Hir) -> usize {
+        match h.kind() {
+            HirKind::Empty | HirKind::Look(_) => 0,
+            HirKind::Literal(l) => String::from_utf8_lossy(&l.0).chars().count(),
+            HirKind::Class(_) => 1,
+            HirKind::Repetition(r) => (r.min as usize).saturating_mul(min_chars(&r.sub)),
+            HirKind::Capture(c) => min_chars(&c.sub),
+            HirKind::Concat(v) => v.iter().map(min_chars).fold(0, usize::saturating_add),
+            HirKind::Alternation(v) => v.iter().map(min_chars).min().unwrap_or(0),
+        }
+    }
+    let hir = regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(&ecma_to_rust(pattern))
+        .ok()?;
+    Some(min_chars(&hir))
+}
+
 /// Rewrites ECMA-262 classes whose meaning differs from Rust's Unicode-aware defaults.
 fn ecma_to_rust(p: &str) -> String {
     let mut out = String::with_capacity(p.len() + 8);

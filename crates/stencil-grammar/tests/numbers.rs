@@ -102,3 +102,19 @@ fn contradictory_bounds_are_unsatisfiable() {
     .unwrap_err();
     assert!(err.to_string().contains("accepts no value"), "{err}");
 }
+
+#[test]
+fn patterns_longer_than_max_length_are_unsatisfiable() {
+    let required =
+        |s: serde_json::Value| json!({"type": "object", "properties": {"a": s}, "required": ["a"]});
+    for s in [
+        json!({"type": "string", "pattern": "^a+$", "maxLength": 0}),
+        json!({"type": "string", "pattern": "abc", "maxLength": 2}),
+    ] {
+        let err = compile_schema(&required(s.clone()), &Options::default()).unwrap_err();
+        assert!(err.to_string().contains("accepts no value"), "{s}: {err}");
+    }
+    // A multi-byte character counts once: four bytes, one character, fits in one.
+    let emoji = json!({"type": "string", "pattern": "^😀$", "maxLength": 1});
+    assert!(compile_schema(&required(emoji), &Options::default()).is_ok());
+}

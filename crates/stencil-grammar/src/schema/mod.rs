@@ -1133,6 +1133,16 @@ impl<'a> Compiler<'a> {
             Some(Value::Array(list)) => list.clone(),
             Some(p) => vec![p.clone()],
         };
+        // A pattern whose shortest match has more characters than `maxLength` leaves no
+        // string at all: say so at compile time rather than leave the automaton a dead end
+        // after the opening quote.
+        if let Some(max) = max {
+            for p in patterns.iter().filter_map(Value::as_str) {
+                if crate::regex::pattern_min_chars(p).is_some_and(|n| n > max as usize) {
+                    return Ok(Expr::Nothing);
+                }
+            }
+        }
         // `minLength: 1` next to a pattern that never matches the empty string adds nothing,
         // and intersecting would cost a determinization of the pattern.
         let implied = min <= 1
