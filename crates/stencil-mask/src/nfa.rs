@@ -331,7 +331,11 @@ impl Nfa {
     pub fn closure(&mut self, k: ContId) -> Result<&[ItemId], MaskError> {
         let known = self.closures.get(k as usize).is_some_and(|c| c.is_some());
         if !known {
-            let list = self.run(Work::Resume(k), Some(k))?;
+            // Sorted and without repeats, so a set that is one closure is already canonical.
+            let mut list = self.run(Work::Resume(k), Some(k))?.into_vec();
+            list.sort_unstable();
+            list.dedup();
+            let list = list.into_boxed_slice();
             if self.closures.len() <= k as usize {
                 self.closures.resize(k as usize + 1, None);
             }
@@ -550,6 +554,66 @@ impl Nfa {
             }
         }
         out.sort_unstable();
+        Ok(())
+    }
+
+    /// [`Nfa::step`] on every byte class at once: `out[c]` is the set after `reps[c]`.
+    /// One pass over the items, each adding its successors to only the classes its range
+    /// covers, instead of a pass per class (classes are contiguous byte ranges, so a range
+    /// covers `class_of[lo]..=class_of[hi]`). `source[c]` is the continuation whose closure
+    /// `out[c]` is, when it is exactly one closure (already sorted: see [`Nfa::closure`]);
+    /// `NO_SOURCE` when it is empty, `MIXED` otherwise.
+    fn step_classes(
+        &mut self,
+        set: &[ItemId],
+        class_of: &[u8; 256],
+        reps: &[u8],
+        out: &mut [Vec<ItemId>],
+        source: &mut [ContId],
+    ) -> Result<(), MaskError> {
+        for o in out.iter_mut() {
+            o.clear();
+        }
+        source.fill(NO_SOURCE);
+        for &id in set {
+            match self.items[id as usize] {
+                Item::Byte { lo, hi, cont } => {
+                    self.closure(cont)?;
+                    let list = self.closures[cont as usize].as_deref().unwrap_or(&[]);
+                    let range = class_of[lo as usize] as usize..=class_of[hi as usize] as usize;
+                    for (o, src) in out[range.clone()].iter_mut().zip(&mut source[range]) {
+                        if *src != cont {
+                            *src = if *src == NO_SOURCE { cont } else { MIXED };
+                            o.extend_from_slice(list);
+                        }
+                    }
+                }
+                Item::Machine { m, state, cont } => {
+                    for (c, &r) in reps.iter().enumerate() {
+                        let Some((t, live, accept)) = self.machine_next(m, state, r)? else {
+                            continue;
+                        };
+                        source[c] = MIXED;
+                        if live {
+                            let it = self.intern_item(Item::Machine { m, state: t, cont })?;
+                            out[c].push(it);
+                        }
+                        if accept {
+                            self.closure(cont)?;
+                            let list = self.closures[cont as usize].as_deref().unwrap_or(&[]);
+                            out[c].extend_from_slice(list);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (o, &src) in out.iter_mut().zip(source.iter()) {
+            if src == MIXED {
+                o.sort_unstable();
+                o.dedup();
+            }
+        }
         Ok(())
     }
 
@@ -839,7 +903,7 @@ impl Nfa {
             MachineDef::Not(inner) => {
                 Built::Explicit(Arc::new(self.determinize(inner)?.complement().trim()))
             }
-            MachineDef::Dfa(bd) => Built::Explicit(Arc::new(Machine::from_byte_dfa(&bd).trim())),
+            MachineDef::Dfa(bd) => Built::Explicit(crate::machine::from_shared_dfa(&bd)),
             MachineDef::Counted { min, max, rest } => {
                 let chars = self.chars_machine()?;
                 let pattern = if rest.is_empty() {
@@ -875,9 +939,8 @@ impl Nfa {
                     (format!("and/{}", p.len()), d.num_states())
                 }
                 (MachineDef::Counted { min, max, .. }, _) => (format!("counted {min}..{max}"), 0),
-                (_, Built::Explicit(d)) => {
-                    (format!("{def:?}").chars().take(3).collect(), d.num_states())
-                }
+                (MachineDef::Not(_), Built::Explicit(d)) => ("not".into(), d.num_states()),
+                (_, Built::Explicit(d)) => ("dfa".into(), d.num_states()),
                 _ => (String::new(), 0),
             };
             eprintln!("machine {m} {kind}: {states} states, {:?}", t0.elapsed());
@@ -975,14 +1038,22 @@ impl Nfa {
         map.insert(start, 0);
         let mut trans = Vec::new();
         let mut accept = Vec::new();
-        let mut next = Vec::new();
+        let mut buckets: Vec<Vec<ItemId>> = vec![Vec::new(); k];
+        let mut source: Vec<ContId> = vec![NO_SOURCE; k];
+        // The state of a set that is exactly one continuation's closure, by continuation: most
+        // sets are, and a `u32` key is cheaper than hashing the set.
+        let mut by_source: FxHashMap<ContId, u32> = FxHashMap::default();
         let mut i = 0;
         while i < sets.len() {
             let set = sets[i].clone();
-            for &r in &reps {
-                self.step(&set, r, &mut next)?;
+            self.step_classes(&set, &class_of, &reps, &mut buckets, &mut source)?;
+            for (next, &src) in buckets.iter().zip(&source) {
                 if next.is_empty() {
                     trans.push(MDEAD);
+                    continue;
+                }
+                if let Some(&id) = by_source.get(&src) {
+                    trans.push(id);
                     continue;
                 }
                 let id = match map.get(next.as_slice()) {
@@ -1002,6 +1073,9 @@ impl Nfa {
                         id
                     }
                 };
+                if src != MIXED {
+                    by_source.insert(src, id);
+                }
                 trans.push(id);
             }
             accept.push(set.contains(&ACCEPT));
@@ -1010,6 +1084,11 @@ impl Nfa {
         Ok(Machine::from_rows(class_of, k, trans, accept).trim())
     }
 }
+
+/// `source` of an empty class in [`Nfa::step_classes`].
+const NO_SOURCE: ContId = ContId::MAX;
+/// `source` of a class whose set is not one closure.
+const MIXED: ContId = ContId::MAX - 1;
 
 /// Expr trees to the hash-consed node arena.
 struct ArenaBuilder {
