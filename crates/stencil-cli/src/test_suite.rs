@@ -28,6 +28,25 @@ pub struct TestSuiteArgs {
     /// objects are unordered: `any` by default.
     #[arg(long, value_enum, default_value = "any")]
     pub property_order: OrderArg,
+    /// The metaschema (`$schema`) of root schemas that declare none. Default: the draft the
+    /// suite folder is named for (`draft7` -> draft-07), as the suite intends.
+    #[arg(long)]
+    pub default_schema: Option<String>,
+}
+
+/// The metaschema a suite folder stands for (`.../tests/draft7/...` -> draft-07).
+fn suite_metaschema(path: &std::path::Path) -> Option<&'static str> {
+    path.components().rev().find_map(|c| {
+        Some(match c.as_os_str().to_str()? {
+            "draft3" => "http://json-schema.org/draft-03/schema#",
+            "draft4" => "http://json-schema.org/draft-04/schema#",
+            "draft6" => "http://json-schema.org/draft-06/schema#",
+            "draft7" => "http://json-schema.org/draft-07/schema#",
+            "draft2019-09" => "https://json-schema.org/draft/2019-09/schema",
+            "draft2020-12" => "https://json-schema.org/draft/2020-12/schema",
+            _ => return None,
+        })
+    })
 }
 
 pub fn run(args: TestSuiteArgs) -> Result<()> {
@@ -41,6 +60,10 @@ pub fn run(args: TestSuiteArgs) -> Result<()> {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
         None => None,
     };
+    let default_schema = args
+        .default_schema
+        .clone()
+        .or_else(|| suite_metaschema(&args.suite).map(str::to_string));
     let (mut groups, mut tests, mut pass, mut refused, mut fp, mut fneg) = (0, 0, 0, 0, 0, 0);
     let mut mask = TokenSet::new(engine.trie.vocab_size());
     for file in &files {
@@ -55,7 +78,13 @@ pub fn run(args: TestSuiteArgs) -> Result<()> {
         for (gi, group) in data.as_array().into_iter().flatten().enumerate() {
             groups += 1;
             let cases = group["tests"].as_array().cloned().unwrap_or_default();
-            let compiled = engine.compile(&group["schema"], &options);
+            let mut schema = group["schema"].clone();
+            if let (Value::Object(m), Some(uri)) = (&mut schema, &default_schema) {
+                if !m.contains_key("$schema") {
+                    m.insert("$schema".into(), Value::String(uri.clone()));
+                }
+            }
+            let compiled = engine.compile(&schema, &options);
             for (ti, case) in cases.iter().enumerate() {
                 tests += 1;
                 let valid = case["valid"].as_bool().unwrap_or(false);

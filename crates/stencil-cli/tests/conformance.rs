@@ -1,6 +1,6 @@
 //! Data-driven conformance ratchets over third-party data in ../shared/data:
-//! - the JSON Schema Test Suite (draft 2020-12, pinned commit, with optional/format), token by
-//!   token with the SmolLM2 tokenizer;
+//! - the JSON Schema Test Suite (draft 2020-12 at the pinned commit and at the current one,
+//!   and draft 7; with optional/format), token by token with the SmolLM2 tokenizer;
 //! - a fixed MaskBench sample (first 12 files of every subset).
 //!
 //! Each compares per-test (per-schema) outcomes with a checked-in baseline in
@@ -68,10 +68,11 @@ fn ratchet(name: &str, summary: Value, passing: BTreeSet<String>) {
     }
 }
 
-#[test]
-fn json_schema_test_suite_ratchet() {
+/// Runs one JSON Schema Test Suite folder (with `optional/`) token by token and ratchets it
+/// against `baseline`; `tests` is the suite's size, so a changed data folder is noticed.
+fn suite_ratchet(suite: &str, baseline: &str, tests: u64) {
     let (Some(suite), Some(tok)) = (
-        common::shared_data("json-schema-test-suite/pinned-78048ea/tests/draft2020-12"),
+        common::shared_data(suite),
         common::shared_data("tokenizers/smollm2-135m-instruct/tokenizer.json"),
     ) else {
         return;
@@ -90,8 +91,10 @@ fn json_schema_test_suite_ratchet() {
     ]);
     let summary = last_json_line(&stdout);
     assert_eq!(
-        summary["tests"], 1897,
-        "the pinned suite has 1,897 tests: {summary}"
+        summary["tests"],
+        tests,
+        "{} has {tests} tests: {summary}",
+        suite.display()
     );
     let mut passing = BTreeSet::new();
     let mut false_positives = Vec::new();
@@ -111,9 +114,39 @@ fn json_schema_test_suite_ratchet() {
     // Accepting an invalid instance is the failure users cannot detect: none, ever.
     assert!(
         false_positives.is_empty(),
-        "false positives: {false_positives:?}"
+        "{}: false positives: {false_positives:?}",
+        suite.display()
     );
-    ratchet("json-schema-test-suite.json", summary, passing);
+    ratchet(baseline, summary, passing);
+}
+
+/// The commit published engine results use (llguidance's baseline: 934 pass, 895 refused).
+#[test]
+fn json_schema_test_suite_ratchet() {
+    suite_ratchet(
+        "json-schema-test-suite/pinned-78048ea/tests/draft2020-12",
+        "json-schema-test-suite.json",
+        1897,
+    );
+}
+
+#[test]
+fn json_schema_test_suite_current_ratchet() {
+    suite_ratchet(
+        "json-schema-test-suite/tests/draft2020-12",
+        "json-schema-test-suite-current.json",
+        2063,
+    );
+}
+
+/// Draft 7 semantics (`$ref` hides its siblings), which schemas declaring draft-07 get.
+#[test]
+fn json_schema_test_suite_draft7_ratchet() {
+    suite_ratchet(
+        "json-schema-test-suite/tests/draft7",
+        "json-schema-test-suite-draft7.json",
+        1603,
+    );
 }
 
 #[test]

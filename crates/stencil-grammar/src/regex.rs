@@ -90,15 +90,6 @@ fn trim_open_ends(h: Hir, start: bool, end: bool) -> Hir {
     Hir::concat(parts)
 }
 
-/// The fewest bytes a match of `pattern` (as a JSON Schema pattern) can have, if it parses.
-pub fn pattern_min_len(pattern: &str) -> Option<usize> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .build()
-        .parse(&ecma_to_rust(pattern))
-        .ok()?;
-    hir.properties().minimum_len()
-}
-
 /// The fewest characters a match of `pattern` (as a JSON Schema pattern) can have, if it
 /// parses.
 pub fn pattern_min_chars(pattern: &str) -> Option<usize> {

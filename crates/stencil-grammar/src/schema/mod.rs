@@ -1143,15 +1143,20 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        // `minLength: 1` next to a pattern that never matches the empty string adds nothing,
-        // and intersecting would cost a determinization of the pattern.
-        let implied = min <= 1
-            && max.is_none()
-            && patterns.iter().any(|p| {
-                p.as_str()
-                    .and_then(crate::regex::pattern_min_len)
-                    .is_some_and(|n| n >= 1)
-            });
+        // A `minLength` that a pattern's or format's shortest string already reaches adds
+        // nothing, and intersecting would cost a determinization.
+        let format_regex = m
+            .get("format")
+            .and_then(Value::as_str)
+            .filter(|_| self.opts.format == FormatMode::Assert)
+            .and_then(crate::formats::format_regex);
+        let implied = max.is_none()
+            && patterns
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .chain(format_regex)
+                .any(|p| crate::regex::pattern_min_chars(&p).is_some_and(|n| n >= min as usize));
         if (min > 0 || max.is_some()) && !implied {
             parts.push(Expr::repeat(any_string_char(), min, max));
         }
@@ -1188,6 +1193,28 @@ impl<'a> Compiler<'a> {
                         }
                         let literal = Expr::concat([local, Expr::literal("@"), exact(&literal)?]);
                         parts.push(Expr::alt([named, literal]));
+                    }
+                    Some(_) if f == "time" || f == "date-time" => {
+                        // Leap seconds are a second branch: alone, the exact language as an
+                        // explicit DFA built once per process (`formats::leap_second_time`);
+                        // intersected with a pattern or length, where its 11,000 states would
+                        // be multiplied eagerly, only 23:59:60 UTC (a subset: never invalid).
+                        let (time, date) = crate::formats::time_and_date_prefix();
+                        let leap = if parts.is_empty() {
+                            Expr::Dfa(crate::formats::leap_second_time())
+                        } else {
+                            let utc = crate::formats::LEAP_SECOND_UTC;
+                            pattern_to_string_content(&format!("^{utc}$"), ptr)?
+                        };
+                        let time = Expr::alt([
+                            pattern_to_string_content(&time, &format!("{ptr}/format"))?,
+                            leap,
+                        ]);
+                        parts.push(if f == "date-time" {
+                            Expr::concat([pattern_to_string_content(&date, ptr)?, time])
+                        } else {
+                            time
+                        });
                     }
                     Some(re) => {
                         parts.push(pattern_to_string_content(&re, &format!("{ptr}/format"))?);

@@ -19,8 +19,8 @@ pub struct Resolver<'a> {
     uris: HashMap<String, String>,
     /// The root's base URI.
     base: Url,
-    /// Draft 4 and earlier name resources with `id`.
-    legacy_id: bool,
+    /// How the document's draft names resources.
+    ids: IdRules,
     /// `$anchor` / `$dynamicAnchor` name -> pointer, and `$id` (and its last path segment) ->
     /// pointer.
     names: HashMap<String, String>,
@@ -97,17 +97,11 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Indexes the resources and anchors under `v` (whose base URI is `base`).
-fn index_uris(
-    v: &Value,
-    ptr: &str,
-    base: &Url,
-    legacy_id: bool,
-    uris: &mut HashMap<String, String>,
-) {
+fn index_uris(v: &Value, ptr: &str, base: &Url, ids: IdRules, uris: &mut HashMap<String, String>) {
     match v {
         Value::Object(m) => {
             let mut base = base.clone();
-            if let Some(id) = own_id(m, legacy_id) {
+            if let Some(id) = own_id(m, ids) {
                 if let Ok(u) = base.join(id) {
                     base = u;
                     let mut resource = base.clone();
@@ -131,14 +125,14 @@ fn index_uris(
                     child,
                     &format!("{ptr}/{}", escape_token(k)),
                     &base,
-                    legacy_id,
+                    ids,
                     uris,
                 );
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                index_uris(child, &format!("{ptr}/{i}"), base, legacy_id, uris);
+                index_uris(child, &format!("{ptr}/{i}"), base, ids, uris);
             }
         }
         _ => {}
@@ -147,10 +141,36 @@ fn index_uris(
 
 /// The identifier a schema object declares (`$id`, or `id` in draft 4), without a
 /// fragment-only `$id` (draft 6/7's plain-name fragments are anchors).
-fn own_id(m: &serde_json::Map<String, Value>, legacy_id: bool) -> Option<&str> {
+/// How a draft names resources with `$id`.
+#[derive(Clone, Copy)]
+struct IdRules {
+    /// Draft 4 and earlier name resources with `id`.
+    legacy_id: bool,
+    /// Before 2019-09, `$ref` replaces its siblings, `$id` included.
+    ref_hides_id: bool,
+}
+
+impl IdRules {
+    fn of(root: &Value) -> Self {
+        let declared = |drafts: &[&str]| {
+            root.get("$schema")
+                .and_then(Value::as_str)
+                .is_some_and(|s| drafts.iter().any(|d| s.contains(d)))
+        };
+        Self {
+            legacy_id: declared(&["draft-04", "draft-03"]),
+            ref_hides_id: declared(&["draft-03", "draft-04", "draft-06", "draft-07"]),
+        }
+    }
+}
+
+fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
+    if rules.ref_hides_id && m.contains_key("$ref") {
+        return None;
+    }
     let id = m
         .get("$id")
-        .or_else(|| legacy_id.then(|| m.get("id")).flatten())?
+        .or_else(|| rules.legacy_id.then(|| m.get("id")).flatten())?
         .as_str()?;
     (!id.starts_with('#')).then_some(id)
 }
@@ -159,16 +179,13 @@ impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
         let mut names = HashMap::new();
         index(root, "#", &mut names);
-        let legacy_id = root
-            .get("$schema")
-            .and_then(Value::as_str)
-            .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03"));
+        let ids = IdRules::of(root);
         let default = Url::parse(DEFAULT_BASE).expect("valid default base");
         let mut uris = HashMap::new();
-        index_uris(root, "#", &default, legacy_id, &mut uris);
+        index_uris(root, "#", &default, ids, &mut uris);
         let base = root
             .as_object()
-            .and_then(|m| own_id(m, legacy_id))
+            .and_then(|m| own_id(m, ids))
             .and_then(|id| default.join(id).ok())
             .unwrap_or(default);
         let root_id = root
@@ -180,7 +197,7 @@ impl<'a> Resolver<'a> {
             root,
             uris,
             base,
-            legacy_id,
+            ids,
             names,
             root_id,
         }
@@ -204,7 +221,7 @@ impl<'a> Resolver<'a> {
                 break;
             };
             cur = next;
-            if let Some(id) = cur.as_object().and_then(|m| own_id(m, self.legacy_id)) {
+            if let Some(id) = cur.as_object().and_then(|m| own_id(m, self.ids)) {
                 if let Ok(u) = base.join(id) {
                     base = u;
                 }
