@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --profile profiling -p stencil-mask --example compile_profile -- \
-//!     --tokenizer tokenizer.json --repeat 20 schema.json...
+//!     --tokenizer tokenizer.json --repeat 20 [--grammar-only] [--max-recursion N] schema.json...
 //! ```
 
 use std::sync::Arc;
@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut tokenizer = String::from("../shared/data/tokenizers/llama3/tokenizer.json");
     let mut repeat = 1usize;
     let mut grammar_only = false;
+    let mut options = Options::default();
     let mut files = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -25,6 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             "--tokenizer" => tokenizer = args.next().ok_or("--tokenizer needs a path")?,
             "--repeat" => repeat = args.next().ok_or("--repeat needs N")?.parse()?,
             "--grammar-only" => grammar_only = true,
+            "--max-recursion" => {
+                options.max_recursion = Some(args.next().ok_or("--max-recursion needs N")?.parse()?)
+            }
             _ => files.push(a),
         }
     }
@@ -37,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let mut t = [Duration::ZERO; 3];
         for _ in 0..repeat {
             let t0 = Instant::now();
-            let g = match compile_schema(&schema, &Options::default()) {
+            let g = match compile_schema(&schema, &options) {
                 Ok(g) => g.grammar,
                 Err(e) => {
                     eprintln!("{f}: {e}");

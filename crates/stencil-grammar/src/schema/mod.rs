@@ -355,9 +355,15 @@ impl<'a> Compiler<'a> {
             // Shared: every reference is then the same subtree, built into the automaton once.
             out.map(Expr::shared)
         };
-        if !shared
-            .iter()
-            .any(|e| e.has_call() && !matches!(e, Expr::Call(_)))
+        // Calls to recursive targets' rules, per-type rules and the any-value rule mean the
+        // same everywhere; calls to bounded-recursion rules depend on the path of targets
+        // being compiled, so parts holding those are compiled again at each reference.
+        // (Recompiling every target that reaches a recursive one was exponential: 10,000+
+        // target compilations for the 600 definitions of a Kubernetes schema.)
+        if self.opts.max_recursion.is_none()
+            || !shared
+                .iter()
+                .any(|e| e.has_call() && !matches!(e, Expr::Call(_)))
             || size > SHARE_REF_NODES
         {
             self.ref_memo.insert(tptr, shared.clone());
@@ -1832,8 +1838,11 @@ fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
             .collect::<Option<_>>()?;
         (!lists.is_empty()).then_some(PresenceRule::Lists { lists, exactly })
     };
+    // What to take out of `m`, applied below only if some rule was found: cloning `m`
+    // (the whole subschema) on every visit made large schemas quadratic.
     let mut rules = Vec::new();
-    let mut rest = m.clone();
+    let mut removed: Vec<&str> = Vec::new();
+    let mut all_of_kept: Option<Vec<Value>> = None;
     for key in ["dependentRequired", "dependencies"] {
         if let Some(Value::Object(d)) = m.get(key) {
             // `{"a": ["b"]}`: a needs b; `{"a": {"properties": {"b": false}}}`: a excludes b.
@@ -1860,14 +1869,14 @@ fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
                 .collect();
             if let Some(implied) = implied {
                 rules.extend(implied);
-                rest.remove(key);
+                removed.push(key);
             }
         }
     }
     for (key, exactly) in [("anyOf", false), ("oneOf", true)] {
         if let Some(rule) = m.get(key).and_then(|v| lists_rule(v, exactly)) {
             rules.push(rule);
-            rest.remove(key);
+            removed.push(key);
         }
     }
     if let Some(Value::Array(all)) = m.get("allOf") {
@@ -1888,15 +1897,25 @@ fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
             }
         }
         if kept.len() < all.len() {
-            if kept.is_empty() {
-                rest.remove("allOf");
-            } else {
-                rest.insert("allOf".into(), Value::Array(kept));
-            }
+            all_of_kept = Some(kept);
         }
     }
     if rules.is_empty() {
         return None;
+    }
+    let mut rest: Obj = m
+        .iter()
+        .filter(|(k, _)| !removed.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    match all_of_kept {
+        Some(kept) if kept.is_empty() => {
+            rest.remove("allOf");
+        }
+        Some(kept) => {
+            rest.insert("allOf".into(), Value::Array(kept));
+        }
+        None => {}
     }
     let applicators = [
         "anyOf",

@@ -27,11 +27,20 @@ pub struct Resolver<'a> {
     root_id: Option<String>,
 }
 
-fn escape_token(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
+/// Appends the pointer token of `key` to `ptr` (one buffer for the whole walk: building a
+/// string per node made indexing large schemas quadratic in their depth).
+fn push_token(ptr: &mut String, key: &str) {
+    ptr.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => ptr.push_str("~0"),
+            '/' => ptr.push_str("~1"),
+            c => ptr.push(c),
+        }
+    }
 }
 
-fn index(v: &Value, ptr: &str, names: &mut HashMap<String, String>) {
+fn index(v: &Value, ptr: &mut String, names: &mut HashMap<String, String>) {
     match v {
         Value::Object(m) => {
             for key in ["$anchor", "$dynamicAnchor"] {
@@ -44,6 +53,7 @@ fn index(v: &Value, ptr: &str, names: &mut HashMap<String, String>) {
             for key in ["$id", "id"] {
                 if let Some(Value::String(id)) = m.get(key) {
                     if ptr != "#" {
+                        let ptr = ptr.as_str();
                         let id = id.trim_end_matches('#');
                         names
                             .entry(id.to_string())
@@ -66,12 +76,19 @@ fn index(v: &Value, ptr: &str, names: &mut HashMap<String, String>) {
                 if k == "enum" || k == "const" || k == "examples" || k == "default" {
                     continue;
                 }
-                index(child, &format!("{ptr}/{}", escape_token(k)), names);
+                let len = ptr.len();
+                push_token(ptr, k);
+                index(child, ptr, names);
+                ptr.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                index(child, &format!("{ptr}/{i}"), names);
+                let len = ptr.len();
+                ptr.push('/');
+                ptr.push_str(&i.to_string());
+                index(child, ptr, names);
+                ptr.truncate(len);
             }
         }
         _ => {}
@@ -97,50 +114,58 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Indexes the resources and anchors under `v` (whose base URI is `base`).
-fn index_uris(v: &Value, ptr: &str, base: &Url, ids: IdRules, uris: &mut HashMap<String, String>) {
+fn index_uris(
+    v: &Value,
+    ptr: &mut String,
+    base: &Url,
+    ids: IdRules,
+    uris: &mut HashMap<String, String>,
+) {
     match v {
         Value::Object(m) => {
-            let mut base = base.clone();
+            let mut base = std::borrow::Cow::Borrowed(base);
             if let Some(id) = own_id(m, ids) {
                 if let Ok(u) = base.join(id) {
-                    base = u;
-                    let mut resource = base.clone();
+                    let mut resource = u.clone();
                     resource.set_fragment(None);
                     uris.entry(resource.to_string())
-                        .or_insert_with(|| ptr.to_string());
+                        .or_insert_with(|| ptr.clone());
+                    base = std::borrow::Cow::Owned(u);
                 }
             }
             for key in ["$anchor", "$dynamicAnchor"] {
                 if let Some(Value::String(a)) = m.get(key) {
-                    let mut u = base.clone();
+                    let mut u = base.clone().into_owned();
                     u.set_fragment(Some(a));
-                    uris.entry(u.to_string()).or_insert_with(|| ptr.to_string());
+                    uris.entry(u.to_string()).or_insert_with(|| ptr.clone());
                 }
             }
             for (k, child) in m {
                 if k == "enum" || k == "const" || k == "examples" || k == "default" {
                     continue;
                 }
-                index_uris(
-                    child,
-                    &format!("{ptr}/{}", escape_token(k)),
-                    &base,
-                    ids,
-                    uris,
-                );
+                if !child.is_object() && !child.is_array() {
+                    continue;
+                }
+                let len = ptr.len();
+                push_token(ptr, k);
+                index_uris(child, ptr, &base, ids, uris);
+                ptr.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                index_uris(child, &format!("{ptr}/{i}"), base, ids, uris);
+                let len = ptr.len();
+                ptr.push('/');
+                ptr.push_str(&i.to_string());
+                index_uris(child, ptr, base, ids, uris);
+                ptr.truncate(len);
             }
         }
         _ => {}
     }
 }
 
-/// The identifier a schema object declares (`$id`, or `id` in draft 4), without a
-/// fragment-only `$id` (draft 6/7's plain-name fragments are anchors).
 /// How a draft names resources with `$id`.
 #[derive(Clone, Copy)]
 struct IdRules {
@@ -164,6 +189,8 @@ impl IdRules {
     }
 }
 
+/// The identifier a schema object declares (`$id`, or `id` in draft 4), without a
+/// fragment-only `$id` (draft 6/7's plain-name fragments are anchors).
 fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
     if rules.ref_hides_id && m.contains_key("$ref") {
         return None;
@@ -178,11 +205,11 @@ fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
 impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
         let mut names = HashMap::new();
-        index(root, "#", &mut names);
+        index(root, &mut String::from("#"), &mut names);
         let ids = IdRules::of(root);
         let default = Url::parse(DEFAULT_BASE).expect("valid default base");
         let mut uris = HashMap::new();
-        index_uris(root, "#", &default, ids, &mut uris);
+        index_uris(root, &mut String::from("#"), &default, ids, &mut uris);
         let base = root
             .as_object()
             .and_then(|m| own_id(m, ids))
