@@ -126,8 +126,15 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
                 .iter()
                 .any(|d| s.contains(d))
         });
+    let resolver = Resolver::new(schema);
+    let cyclic = if options.max_recursion.is_some() {
+        resolver.cyclic_targets()
+    } else {
+        Default::default()
+    };
     let mut c = Compiler {
-        resolver: Resolver::new(schema),
+        resolver,
+        cyclic,
         opts: options,
         json: Json::new(&options.whitespace)?,
         rules: vec![Rule {
@@ -136,7 +143,6 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         }],
         ref_rules: HashMap::new(),
         depth_rules: HashMap::new(),
-        bounded: Default::default(),
         ref_memo: HashMap::new(),
         inline_stack: Vec::new(),
         any_rule: None,
@@ -184,11 +190,12 @@ struct Compiler<'a> {
     rules: Vec<Rule>,
     /// `$ref` target pointer -> rule, for targets re-entered while being compiled.
     ref_rules: HashMap<String, RuleId>,
-    /// With bounded recursion: rules per (path of targets, target), and the targets that recur.
+    /// With bounded recursion: rules per (path of targets, target).
     depth_rules: HashMap<String, RuleId>,
-    bounded: std::collections::HashSet<String>,
-    /// Compiled parts of non-recursive `$ref` targets, reused at every reference.
+    /// Compiled parts of `$ref` targets, reused at every reference (see `memo_key`).
     ref_memo: HashMap<String, Parts>,
+    /// With bounded recursion: the targets on a `$ref` cycle (`Resolver::cyclic_targets`).
+    cyclic: std::collections::HashSet<String>,
     /// `$ref` targets being inlined right now (outermost first).
     inline_stack: Vec<String>,
     any_rule: Option<RuleId>,
@@ -324,14 +331,15 @@ impl<'a> Compiler<'a> {
         if self.inline_stack.len() > 64 {
             return Err(GrammarError::invalid(ptr, "$ref chain deeper than 64"));
         }
-        if let Some(p) = self.ref_memo.get(&tptr) {
+        let key = self.memo_key(&tptr);
+        if let Some(p) = self.ref_memo.get(&key) {
             return Ok(p.clone());
         }
         self.inline_stack.push(tptr.clone());
         let out = self.parts(target, &tptr);
         self.inline_stack.pop();
         let out = out?;
-        if self.ref_rules.contains_key(&tptr) || self.bounded.contains(&tptr) {
+        if self.ref_rules.contains_key(&tptr) {
             // Became recursive while compiling: the recursive path already uses the rule.
             return Ok(out);
         }
@@ -355,20 +363,40 @@ impl<'a> Compiler<'a> {
             // Shared: every reference is then the same subtree, built into the automaton once.
             out.map(Expr::shared)
         };
-        // Calls to recursive targets' rules, per-type rules and the any-value rule mean the
-        // same everywhere; calls to bounded-recursion rules depend on the path of targets
-        // being compiled, so parts holding those are compiled again at each reference.
-        // (Recompiling every target that reaches a recursive one was exponential: 10,000+
-        // target compilations for the 600 definitions of a Kubernetes schema.)
-        if self.opts.max_recursion.is_none()
-            || !shared
-                .iter()
-                .any(|e| e.has_call() && !matches!(e, Expr::Call(_)))
-            || size > SHARE_REF_NODES
-        {
-            self.ref_memo.insert(tptr, shared.clone());
-        }
+        // Memoized always (recompiling every target that reaches a recursive one at each
+        // reference was exponential: 10,000+ target compilations for the 600 definitions of
+        // a Kubernetes schema); with bounded recursion the key says how deep each cyclic
+        // target already is.
+        self.ref_memo.insert(key, shared.clone());
         Ok(shared)
+    }
+
+    /// The `ref_memo` key of target `tptr` here. Without bounded recursion, a target compiles
+    /// to the same parts everywhere (calls to recursive targets' rules mean the same in any
+    /// place). With it, what a target compiles to depends on how many times each target it
+    /// can reach is already on the inline stack, and the only such targets are on a cycle
+    /// with it: the key adds the stack counts of the cyclic targets.
+    fn memo_key(&self, tptr: &str) -> String {
+        if self.opts.max_recursion.is_none() {
+            return tptr.to_string();
+        }
+        let mut on_stack: Vec<&str> = self
+            .inline_stack
+            .iter()
+            .map(String::as_str)
+            .filter(|t| self.cyclic.contains(*t))
+            .collect();
+        if on_stack.is_empty() {
+            return tptr.to_string();
+        }
+        // The stack as a multiset: sorted, so order does not matter, repeats count.
+        on_stack.sort_unstable();
+        let mut key = tptr.to_string();
+        for t in on_stack {
+            key.push('\u{0}');
+            key.push_str(t);
+        }
+        key
     }
 
     /// Recursion unrolled to a fixed depth ([`Options::max_recursion`]): one rule per target
@@ -380,7 +408,6 @@ impl<'a> Compiler<'a> {
         depth: u32,
         limit: u32,
     ) -> Result<Parts, GrammarError> {
-        self.bounded.insert(tptr.clone());
         if depth > limit {
             return Ok(nothing());
         }

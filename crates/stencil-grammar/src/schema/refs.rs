@@ -257,6 +257,44 @@ impl<'a> Resolver<'a> {
         base
     }
 
+    /// The `$ref` targets (as pointers) that can reach themselves through `$ref`s: those on a
+    /// cycle of the graph where a target points to every target referenced inside it. While
+    /// target B is compiled, a target on the stack that B can reach is on a cycle with B, so
+    /// only the counts of these on the stack can change what B compiles to.
+    pub fn cyclic_targets(&self) -> std::collections::HashSet<String> {
+        let mut refs: Vec<(String, String)> = Vec::new();
+        collect_refs(self.root, &mut String::from("#"), self, &mut refs);
+        refs.sort();
+        let mut targets: Vec<&str> = refs.iter().map(|(_, t)| t.as_str()).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let index: HashMap<&str, usize> =
+            targets.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+        // Edges: every reference located at or under a target's pointer.
+        let edges: Vec<Vec<usize>> = targets
+            .iter()
+            .map(|t| {
+                let under = format!("{t}/");
+                let lo = refs.partition_point(|(at, _)| at.as_str() < *t);
+                refs[lo..]
+                    .iter()
+                    .take_while(|(at, _)| {
+                        at == t || at.starts_with(&under) || at.as_str() < under.as_str()
+                    })
+                    .filter(|(at, _)| at == t || at.starts_with(&under))
+                    .map(|(_, to)| index[to.as_str()])
+                    .collect()
+            })
+            .collect();
+        let mut cyclic = std::collections::HashSet::new();
+        for scc in strongly_connected(&edges) {
+            if scc.len() > 1 || edges[scc[0]].contains(&scc[0]) {
+                cyclic.extend(scc.iter().map(|&i| targets[i].to_string()));
+            }
+        }
+        cyclic
+    }
+
     /// Resolves `reference`, written in the schema at pointer `at`, to (target, pointer):
     /// as a URI reference against the base there, else by the lenient fallback.
     pub fn resolve_from(&self, reference: &str, at: &str) -> Option<(&'a Value, String)> {
@@ -333,4 +371,87 @@ impl<'a> Resolver<'a> {
         let target = self.at_pointer(&ptr)?;
         Some((target, ptr))
     }
+}
+
+/// Every `$ref` under `v` that resolves: (where it is written, the target's pointer).
+fn collect_refs(v: &Value, ptr: &mut String, resolver: &Resolver, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                if let Some((_, target)) = resolver.resolve_from(r, ptr) {
+                    out.push((ptr.clone(), target));
+                }
+            }
+            for (k, child) in m {
+                if k == "enum" || k == "const" || k == "examples" || k == "default" {
+                    continue;
+                }
+                if child.is_object() || child.is_array() {
+                    let len = ptr.len();
+                    push_token(ptr, k);
+                    collect_refs(child, ptr, resolver, out);
+                    ptr.truncate(len);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = ptr.len();
+                ptr.push('/');
+                ptr.push_str(&i.to_string());
+                collect_refs(child, ptr, resolver, out);
+                ptr.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Strongly connected components (Tarjan, iterative: schemas can be deep).
+fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = edges.len();
+    let (mut index, mut low) = (vec![usize::MAX; n], vec![0; n]);
+    let (mut on_stack, mut stack, mut out) = (vec![false; n], Vec::new(), Vec::new());
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, next edge to look at)
+        let mut work = vec![(root, 0usize)];
+        while let Some(&mut (v, ref mut e)) = work.last_mut() {
+            if *e == 0 && index[v] == usize::MAX {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&w) = edges[v].get(*e) {
+                *e += 1;
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut scc = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    scc.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                out.push(scc);
+            }
+        }
+    }
+    out
 }
