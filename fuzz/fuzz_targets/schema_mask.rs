@@ -2,7 +2,7 @@
 //!
 //! The input's first line is a JSON Schema (or, if it is not JSON, a regex); the remaining
 //! bytes drive a walk: each byte picks an allowed token (or a rollback); the first of them also
-//! picks the object member order (schema or any). Invariants checked:
+//! picks the object member order (schema or any) and bounded or unbounded recursion. Invariants checked:
 //! no panic, every token taken from the mask commits, rollback restores the previous mask,
 //! EOS is in the mask exactly when the matcher accepts.
 
@@ -53,12 +53,14 @@ fuzz_target!(|data: &[u8]| {
         whitespace: Whitespace::Flexible { max: 2 },
         max_schema_bytes: 1 << 16,
         max_expr_nodes: 200_000,
-        // The walk's first byte (unused by the walk) picks the member order.
+        // The walk's first byte (unused by the walk) picks the member order and whether
+        // recursion is unrolled (bounded at 2 levels) or unbounded.
         property_order: if walk.get(1).is_some_and(|b| b & 1 == 1) {
             PropertyOrder::Any
         } else {
             PropertyOrder::Schema
         },
+        max_recursion: walk.get(1).is_some_and(|b| b & 2 == 2).then_some(2),
         ..Options::default()
     };
     let Ok(compiled) = compile(&spec, &opts) else {

@@ -40,46 +40,29 @@ fn push_token(ptr: &mut String, key: &str) {
     }
 }
 
-fn index(v: &Value, ptr: &mut String, names: &mut HashMap<String, String>) {
+/// Visits every object under `v` in document order with its JSON pointer (one buffer for the
+/// whole walk), skipping values that are data (`enum`, `const`, `examples`, `default`).
+/// `visit` may return a new state for the object's children; otherwise they see `state`.
+fn walk_objects<S>(
+    v: &Value,
+    ptr: &mut String,
+    state: &S,
+    visit: &mut impl FnMut(&serde_json::Map<String, Value>, &str, &S) -> Option<S>,
+) {
     match v {
         Value::Object(m) => {
-            for key in ["$anchor", "$dynamicAnchor"] {
-                if let Some(Value::String(a)) = m.get(key) {
-                    names
-                        .entry(format!("#{a}"))
-                        .or_insert_with(|| ptr.to_string());
-                }
-            }
-            for key in ["$id", "id"] {
-                if let Some(Value::String(id)) = m.get(key) {
-                    if ptr != "#" {
-                        let ptr = ptr.as_str();
-                        let id = id.trim_end_matches('#');
-                        names
-                            .entry(id.to_string())
-                            .or_insert_with(|| ptr.to_string());
-                        if let Some(last) = id.rsplit('/').next() {
-                            names
-                                .entry(last.to_string())
-                                .or_insert_with(|| ptr.to_string());
-                        }
-                        if let Some(frag) = id.strip_prefix('#') {
-                            names
-                                .entry(format!("#{frag}"))
-                                .or_insert_with(|| ptr.to_string());
-                        }
-                    }
-                }
-            }
+            let own = visit(m, ptr, state);
+            let state = own.as_ref().unwrap_or(state);
             for (k, child) in m {
-                // `enum`/`const` values are data, not schemas.
                 if k == "enum" || k == "const" || k == "examples" || k == "default" {
                     continue;
                 }
-                let len = ptr.len();
-                push_token(ptr, k);
-                index(child, ptr, names);
-                ptr.truncate(len);
+                if child.is_object() || child.is_array() {
+                    let len = ptr.len();
+                    push_token(ptr, k);
+                    walk_objects(child, ptr, state, visit);
+                    ptr.truncate(len);
+                }
             }
         }
         Value::Array(items) => {
@@ -87,12 +70,43 @@ fn index(v: &Value, ptr: &mut String, names: &mut HashMap<String, String>) {
                 let len = ptr.len();
                 ptr.push('/');
                 ptr.push_str(&i.to_string());
-                index(child, ptr, names);
+                walk_objects(child, ptr, state, visit);
                 ptr.truncate(len);
             }
         }
         _ => {}
     }
+}
+
+/// `$anchor`s and `$id`s (and their last path segments) -> pointer, for the lenient fallback.
+fn index(root: &Value) -> HashMap<String, String> {
+    let mut names = HashMap::new();
+    walk_objects(root, &mut String::from("#"), &(), &mut |m, ptr, _| {
+        let mut name = |n: String| {
+            names.entry(n).or_insert_with(|| ptr.to_string());
+        };
+        for key in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(a)) = m.get(key) {
+                name(format!("#{a}"));
+            }
+        }
+        for key in ["$id", "id"] {
+            if let Some(Value::String(id)) = m.get(key) {
+                if ptr != "#" {
+                    let id = id.trim_end_matches('#');
+                    name(id.to_string());
+                    if let Some(last) = id.rsplit('/').next() {
+                        name(last.to_string());
+                    }
+                    if let Some(frag) = id.strip_prefix('#') {
+                        name(format!("#{frag}"));
+                    }
+                }
+            }
+        }
+        None
+    });
+    names
 }
 
 fn percent_decode(s: &str) -> String {
@@ -113,57 +127,33 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Indexes the resources and anchors under `v` (whose base URI is `base`).
-fn index_uris(
-    v: &Value,
-    ptr: &mut String,
-    base: &Url,
-    ids: IdRules,
-    uris: &mut HashMap<String, String>,
-) {
-    match v {
-        Value::Object(m) => {
-            let mut base = std::borrow::Cow::Borrowed(base);
-            if let Some(id) = own_id(m, ids) {
-                if let Ok(u) = base.join(id) {
-                    let mut resource = u.clone();
-                    resource.set_fragment(None);
-                    uris.entry(resource.to_string())
-                        .or_insert_with(|| ptr.clone());
-                    base = std::borrow::Cow::Owned(u);
-                }
+/// Absolute URIs of the resources (`$id`) and anchors under `root` (whose base URI is `base`)
+/// -> pointer.
+fn index_uris(root: &Value, base: &Url, ids: IdRules) -> HashMap<String, String> {
+    let mut uris = HashMap::new();
+    walk_objects(
+        root,
+        &mut String::from("#"),
+        base,
+        &mut |m, ptr, base: &Url| {
+            let own = own_id(m, ids).and_then(|id| base.join(id).ok());
+            if let Some(u) = &own {
+                let mut resource = u.clone();
+                resource.set_fragment(None);
+                uris.entry(resource.to_string())
+                    .or_insert_with(|| ptr.to_string());
             }
             for key in ["$anchor", "$dynamicAnchor"] {
                 if let Some(Value::String(a)) = m.get(key) {
-                    let mut u = base.clone().into_owned();
+                    let mut u = own.as_ref().unwrap_or(base).clone();
                     u.set_fragment(Some(a));
-                    uris.entry(u.to_string()).or_insert_with(|| ptr.clone());
+                    uris.entry(u.to_string()).or_insert_with(|| ptr.to_string());
                 }
             }
-            for (k, child) in m {
-                if k == "enum" || k == "const" || k == "examples" || k == "default" {
-                    continue;
-                }
-                if !child.is_object() && !child.is_array() {
-                    continue;
-                }
-                let len = ptr.len();
-                push_token(ptr, k);
-                index_uris(child, ptr, &base, ids, uris);
-                ptr.truncate(len);
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                let len = ptr.len();
-                ptr.push('/');
-                ptr.push_str(&i.to_string());
-                index_uris(child, ptr, base, ids, uris);
-                ptr.truncate(len);
-            }
-        }
-        _ => {}
-    }
+            own
+        },
+    );
+    uris
 }
 
 /// How a draft names resources with `$id`.
@@ -204,12 +194,10 @@ fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
 
 impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
-        let mut names = HashMap::new();
-        index(root, &mut String::from("#"), &mut names);
+        let names = index(root);
         let ids = IdRules::of(root);
         let default = Url::parse(DEFAULT_BASE).expect("valid default base");
-        let mut uris = HashMap::new();
-        index_uris(root, &mut String::from("#"), &default, ids, &mut uris);
+        let uris = index_uris(root, &default, ids);
         let base = root
             .as_object()
             .and_then(|m| own_id(m, ids))
@@ -262,8 +250,7 @@ impl<'a> Resolver<'a> {
     /// target B is compiled, a target on the stack that B can reach is on a cycle with B, so
     /// only the counts of these on the stack can change what B compiles to.
     pub fn cyclic_targets(&self) -> std::collections::HashSet<String> {
-        let mut refs: Vec<(String, String)> = Vec::new();
-        collect_refs(self.root, &mut String::from("#"), self, &mut refs);
+        let mut refs = collect_refs(self.root, self);
         refs.sort();
         let mut targets: Vec<&str> = refs.iter().map(|(_, t)| t.as_str()).collect();
         targets.sort_unstable();
@@ -373,38 +360,18 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// Every `$ref` under `v` that resolves: (where it is written, the target's pointer).
-fn collect_refs(v: &Value, ptr: &mut String, resolver: &Resolver, out: &mut Vec<(String, String)>) {
-    match v {
-        Value::Object(m) => {
-            if let Some(Value::String(r)) = m.get("$ref") {
-                if let Some((_, target)) = resolver.resolve_from(r, ptr) {
-                    out.push((ptr.clone(), target));
-                }
-            }
-            for (k, child) in m {
-                if k == "enum" || k == "const" || k == "examples" || k == "default" {
-                    continue;
-                }
-                if child.is_object() || child.is_array() {
-                    let len = ptr.len();
-                    push_token(ptr, k);
-                    collect_refs(child, ptr, resolver, out);
-                    ptr.truncate(len);
-                }
+/// Every `$ref` under `root` that resolves: (where it is written, the target's pointer).
+fn collect_refs(root: &Value, resolver: &Resolver) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk_objects(root, &mut String::from("#"), &(), &mut |m, ptr, _| {
+        if let Some(Value::String(r)) = m.get("$ref") {
+            if let Some((_, target)) = resolver.resolve_from(r, ptr) {
+                out.push((ptr.to_string(), target));
             }
         }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                let len = ptr.len();
-                ptr.push('/');
-                ptr.push_str(&i.to_string());
-                collect_refs(child, ptr, resolver, out);
-                ptr.truncate(len);
-            }
-        }
-        _ => {}
-    }
+        None
+    });
+    out
 }
 
 /// Strongly connected components (Tarjan, iterative: schemas can be deep).
