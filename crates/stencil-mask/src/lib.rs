@@ -32,6 +32,7 @@
 //! Key types:
 //! - [`Constraint`]: compiled once per (grammar, vocabulary), shared (`Arc`) across requests.
 //! - [`Matcher`]: per-request state: `compute_mask`, `commit`, `rollback`, `forced_bytes`,
+//!   `forced_tokens` (fast-forward through the caller's tokenizer),
 //!   `is_accepting`; cheap to clone.
 //! - [`TokenSet`]: a bitset over token ids.
 //! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`,

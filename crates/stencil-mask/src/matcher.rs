@@ -444,6 +444,41 @@ impl Matcher {
         Ok(())
     }
 
+    /// Fast-forward: the tokens the constraint forces next, committed. `tokenize` is the
+    /// model's own tokenizer (text -> ids, no special tokens added), so the forced text
+    /// (`", "unit": "` after a fixed property) becomes the tokens the model would see for it
+    /// rather than one sampled token per step. The last token is held back (it might merge
+    /// with what is sampled after it), the run stops at the first token the matcher does not
+    /// take, and at most `max` tokens are committed. A forced run that ends inside a UTF-8
+    /// character is cut before that character.
+    pub fn forced_tokens<E: From<MaskError>>(
+        &mut self,
+        max: usize,
+        tokenize: impl FnOnce(&str) -> Result<Vec<u32>, E>,
+    ) -> Result<Vec<u32>, E> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = self.forced_bytes()?;
+        let valid = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        if valid.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids = tokenize(valid)?;
+        ids.pop();
+        let mut out = Vec::new();
+        for id in ids.into_iter().take(max) {
+            if self.commit(id).is_err() {
+                break;
+            }
+            out.push(id);
+        }
+        Ok(out)
+    }
+
     /// The bytes that must come next whatever is sampled: the longest run where exactly one
     /// byte is allowed and the output cannot end. Nothing is committed.
     pub fn forced_bytes(&mut self) -> Result<Vec<u8>, MaskError> {

@@ -1,6 +1,6 @@
 //! Matcher semantics: masks against an independent regex DFA (regex-automata), random
 //! generation under JSON Schemas validated by the `jsonschema` crate, and the API contract
-//! (EOS, special tokens, rollback, forced bytes, errors, limits).
+//! (EOS, special tokens, rollback, forced bytes and tokens, errors, limits).
 
 use std::sync::Arc;
 
@@ -195,6 +195,55 @@ fn forced_bytes_follow_the_schema() {
     assert_eq!(
         String::from_utf8(m.forced_bytes().unwrap()).unwrap(),
         "{\"name\":\""
+    );
+}
+
+/// Fast-forward with a real tokenizer: the forced text tokenized as the tokenizer writes it,
+/// the last token held back, every committed token allowed, and the matcher left where the
+/// forced text ends (the held-back token is then allowed; the value after it is not forced).
+#[test]
+fn forced_tokens_are_the_tokenizers_own() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
+    if !path.exists() {
+        eprintln!(
+            "NOTICE: {} not found; skipping (needs ../shared/data)",
+            path.display()
+        );
+        return;
+    }
+    let tok = tokenizers::Tokenizer::from_file(&path).expect("tokenizer");
+    let vocab = Vocab::from_tokenizer(&tok, vec![2]).expect("vocab");
+    let schema = json!({"type": "object", "properties": {"unit": {"const": "celsius"}, "temperature": {"type": "number"}}, "required": ["unit", "temperature"], "additionalProperties": false});
+    let c = constraint(Spec::JsonSchema(schema), &vocab, Whitespace::Compact);
+    let encode = |t: &str| -> Vec<u32> { tok.encode(t, false).expect("encode").get_ids().to_vec() };
+    let mut m = c.matcher().unwrap();
+    let forced_text = String::from_utf8(m.forced_bytes().unwrap()).unwrap();
+    assert_eq!(forced_text, "{\"unit\":\"celsius\",\"temperature\":");
+    let all = encode(&forced_text);
+    let forced = m
+        .forced_tokens(usize::MAX, |t| Ok::<_, MaskError>(encode(t)))
+        .unwrap();
+    assert_eq!(forced, all[..all.len() - 1], "all but the last token");
+    let mut mask = TokenSet::new(vocab.len());
+    m.compute_mask(&mut mask).unwrap();
+    assert!(
+        mask.contains(*all.last().unwrap()),
+        "the held-back token comes next"
+    );
+    // A budget caps the run; nothing is forced once a value is open.
+    let mut capped = c.matcher().unwrap();
+    let two = capped
+        .forced_tokens(2, |t| Ok::<_, MaskError>(encode(t)))
+        .unwrap();
+    assert_eq!(two, all[..2]);
+    m.commit(*all.last().unwrap()).unwrap();
+    let after = m
+        .forced_tokens(usize::MAX, |t| Ok::<_, MaskError>(encode(t)))
+        .unwrap();
+    assert!(
+        after.is_empty(),
+        "a number is sampled, not forced: {after:?}"
     );
 }
 

@@ -219,7 +219,15 @@ impl<'m> Generator<'m> {
                 m.commit(token)?;
                 if self.fast_forward {
                     let budget = self.max_tokens - self.generated.len();
-                    let forced = forced_tokens(m, self.tokenizer, budget)?;
+                    let forced = m.forced_tokens(budget, |text| {
+                        // Special tokens never stand for constrained text.
+                        let ids = self.tokenizer.encode(text, false)?;
+                        let vocab = self.tokenizer.vocab();
+                        let normal = ids
+                            .iter()
+                            .take_while(|&&id| vocab.kind(id) == TokenKind::Normal);
+                        Ok::<_, RuntimeError>(normal.copied().collect())
+                    })?;
                     self.forced_tokens += forced.len();
                     self.generated.extend_from_slice(&forced);
                     feed.extend(forced);
@@ -366,31 +374,4 @@ fn forward_with_mask(
             logits
         }),
     }
-}
-
-/// Tokens the constraint forces next, committed to `m`: the forced bytes tokenized the way the
-/// tokenizer would write them, minus the last token (it might merge with what follows), each
-/// checked by the matcher.
-fn forced_tokens(m: &mut Matcher, tokenizer: &Tokenizer, budget: usize) -> Result<Vec<u32>> {
-    if budget == 0 {
-        return Ok(Vec::new());
-    }
-    let bytes = m.forced_bytes()?;
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("validated prefix"),
-    };
-    if text.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut ids = tokenizer.encode(text, false)?;
-    ids.pop();
-    let mut out = Vec::new();
-    for id in ids.into_iter().take(budget) {
-        if tokenizer.vocab().kind(id) != TokenKind::Normal || m.commit(id).is_err() {
-            break;
-        }
-        out.push(id);
-    }
-    Ok(out)
 }
