@@ -163,9 +163,14 @@ fn build_leap_second_time() -> ByteDfa {
 /// Leap seconds written in UTC: the part of [`leap_second_time`] a regex states cheaply.
 pub(crate) const LEAP_SECOND_UTC: &str = r"23:59:60(?:\.[0-9]+)?(?:[zZ]|[+-]00:00)";
 
-/// `time` without leap seconds, and the part of `date-time` before the time.
-pub(crate) fn time_and_date_prefix() -> (String, String) {
-    (format!("^{TIME}$"), format!("^{}[Tt]$", date()))
+/// `time` without leap seconds.
+pub(crate) fn time() -> String {
+    format!("^{TIME}$")
+}
+
+/// The part of `date-time` before the time.
+pub(crate) fn date_time_prefix() -> String {
+    format!("^{}[Tt]$", date())
 }
 
 /// The regex for a known format, or `None` if the format is unknown.
@@ -173,7 +178,7 @@ pub fn format_regex(name: &str) -> Option<String> {
     Some(match name {
         "date" => format!("^{}$", date()),
         // Without leap seconds: the schema compiler adds `leap_second_time`.
-        "time" => format!("^{TIME}$"),
+        "time" => time(),
         "date-time" => format!("^{}[Tt]{TIME}$", date()),
         "duration" => format!(
             r"^P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{DUR_TIME})?|{DUR_TIME}|[0-9]+W)$"

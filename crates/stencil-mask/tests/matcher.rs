@@ -198,11 +198,8 @@ fn forced_bytes_follow_the_schema() {
     );
 }
 
-/// Fast-forward with a real tokenizer: the forced text tokenized as the tokenizer writes it,
-/// the last token held back, every committed token allowed, and the matcher left where the
-/// forced text ends (the held-back token is then allowed; the value after it is not forced).
-#[test]
-fn forced_tokens_are_the_tokenizers_own() {
+/// The default model's tokenizer from ../shared/data, or `None` (with a notice) without it.
+fn smollm2_tokenizer() -> Option<tokenizers::Tokenizer> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
     if !path.exists() {
@@ -210,9 +207,19 @@ fn forced_tokens_are_the_tokenizers_own() {
             "NOTICE: {} not found; skipping (needs ../shared/data)",
             path.display()
         );
-        return;
+        return None;
     }
-    let tok = tokenizers::Tokenizer::from_file(&path).expect("tokenizer");
+    Some(tokenizers::Tokenizer::from_file(&path).expect("tokenizer"))
+}
+
+/// Fast-forward with a real tokenizer: the forced text tokenized as the tokenizer writes it,
+/// the last token held back, every committed token allowed, and the matcher left where the
+/// forced text ends (the held-back token is then allowed; the value after it is not forced).
+#[test]
+fn forced_tokens_are_the_tokenizers_own() {
+    let Some(tok) = smollm2_tokenizer() else {
+        return;
+    };
     let vocab = Vocab::from_tokenizer(&tok, vec![2]).expect("vocab");
     let schema = json!({"type": "object", "properties": {"unit": {"const": "celsius"}, "temperature": {"type": "number"}}, "required": ["unit", "temperature"], "additionalProperties": false});
     let c = constraint(Spec::JsonSchema(schema), &vocab, Whitespace::Compact);
@@ -299,16 +306,9 @@ fn automaton_limits_are_typed_errors() {
 /// is valid under the independent `jsonschema` validator.
 #[test]
 fn random_generation_is_valid_json_schema_output() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
-    if !path.exists() {
-        eprintln!(
-            "NOTICE: {} not found; skipping (needs ../shared/data)",
-            path.display()
-        );
+    let Some(tok) = smollm2_tokenizer() else {
         return;
-    }
-    let tok = tokenizers::Tokenizer::from_file(&path).expect("tokenizer");
+    };
     let vocab = Vocab::from_tokenizer(&tok, vec![2]).expect("vocab");
     let schemas = [
         json!({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 999}, "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 3}}, "required": ["id", "tags"], "additionalProperties": false}),

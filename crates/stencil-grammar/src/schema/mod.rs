@@ -118,14 +118,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
             limit: options.max_schema_bytes,
         });
     }
-    let legacy_ref = schema
-        .get("$schema")
-        .and_then(Value::as_str)
-        .is_some_and(|s| {
-            ["draft-04", "draft-06", "draft-07", "draft-03"]
-                .iter()
-                .any(|d| s.contains(d))
-        });
+    let draft = refs::Draft::of(schema);
     let resolver = Resolver::new(schema);
     let cyclic = if options.max_recursion.is_some() {
         resolver.cyclic_targets()
@@ -147,11 +140,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         inline_stack: Vec::new(),
         any_rule: None,
         warnings: Vec::new(),
-        legacy_ref,
-        draft4: schema
-            .get("$schema")
-            .and_then(Value::as_str)
-            .is_some_and(|s| s.contains("draft-04") || s.contains("draft-03")),
+        draft,
         nodes: 0,
         depth: 0,
     };
@@ -200,10 +189,8 @@ struct Compiler<'a> {
     inline_stack: Vec<String>,
     any_rule: Option<RuleId>,
     warnings: Vec<Warning>,
-    /// Drafts before 2019-09: `$ref` replaces its sibling keywords.
-    legacy_ref: bool,
-    /// Draft 4 (or 3): integers have no fraction part at all.
-    draft4: bool,
+    /// The declared draft's rules where drafts differ.
+    draft: refs::Draft,
     nodes: usize,
     depth: usize,
 }
@@ -486,7 +473,7 @@ impl<'a> Compiler<'a> {
                 .filter(|(k, _)| *k != "$ref" && is_validation(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            if rest.is_empty() || self.legacy_ref {
+            if rest.is_empty() || self.draft.ref_hides_siblings {
                 return self.ref_parts(r, ptr);
             }
             let (target, tptr) = self.resolve(r, ptr)?;
@@ -922,7 +909,7 @@ impl<'a> Compiler<'a> {
                 for k in ["$defs", "definitions"] {
                     t.remove(k);
                 }
-                if rest.is_empty() || self.legacy_ref {
+                if rest.is_empty() || self.draft.ref_hides_siblings {
                     Ok(Value::Object(t))
                 } else {
                     merge(&t, &rest, ptr)
@@ -1117,7 +1104,7 @@ impl<'a> Compiler<'a> {
                 }
             }
             // Draft 4: an integer is written without a fraction (`1.0` is not one).
-            let dot_zero = !self.draft4 && !self.opts.plain_integers;
+            let dot_zero = !self.draft.draft4 && !self.opts.plain_integers;
             if l.is_none() && h.is_none() {
                 self.json.integer(dot_zero)
             } else {
@@ -1232,7 +1219,7 @@ impl<'a> Compiler<'a> {
                         // explicit DFA built once per process (`formats::leap_second_time`);
                         // intersected with a pattern or length, where its 11,000 states would
                         // be multiplied eagerly, only 23:59:60 UTC (a subset: never invalid).
-                        let (time, date) = crate::formats::time_and_date_prefix();
+                        let time = crate::formats::time();
                         let leap = if parts.is_empty() {
                             Expr::Dfa(crate::formats::leap_second_time())
                         } else {
@@ -1244,6 +1231,7 @@ impl<'a> Compiler<'a> {
                             leap,
                         ]);
                         parts.push(if f == "date-time" {
+                            let date = crate::formats::date_time_prefix();
                             Expr::concat([pattern_to_string_content(&date, ptr)?, time])
                         } else {
                             time
@@ -1278,7 +1266,7 @@ impl<'a> Compiler<'a> {
     fn is_integer(&self, v: &Value) -> bool {
         v.is_i64()
             || v.is_u64()
-            || (!self.draft4
+            || (!self.draft.draft4
                 && !self.opts.plain_integers
                 && v.as_f64().is_some_and(|f| f.fract() == 0.0))
     }
@@ -1924,7 +1912,11 @@ fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
             }
         }
         if kept.len() < all.len() {
-            all_of_kept = Some(kept);
+            if kept.is_empty() {
+                removed.push("allOf");
+            } else {
+                all_of_kept = Some(kept);
+            }
         }
     }
     if rules.is_empty() {
@@ -1935,14 +1927,8 @@ fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
         .filter(|(k, _)| !removed.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    match all_of_kept {
-        Some(kept) if kept.is_empty() => {
-            rest.remove("allOf");
-        }
-        Some(kept) => {
-            rest.insert("allOf".into(), Value::Array(kept));
-        }
-        None => {}
+    if let Some(kept) = all_of_kept {
+        rest.insert("allOf".into(), Value::Array(kept));
     }
     let applicators = [
         "anyOf",

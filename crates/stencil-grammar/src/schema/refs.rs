@@ -20,7 +20,7 @@ pub struct Resolver<'a> {
     /// The root's base URI.
     base: Url,
     /// How the document's draft names resources.
-    ids: IdRules,
+    draft: Draft,
     /// `$anchor` / `$dynamicAnchor` name -> pointer, and `$id` (and its last path segment) ->
     /// pointer.
     names: HashMap<String, String>,
@@ -129,14 +129,14 @@ fn percent_decode(s: &str) -> String {
 
 /// Absolute URIs of the resources (`$id`) and anchors under `root` (whose base URI is `base`)
 /// -> pointer.
-fn index_uris(root: &Value, base: &Url, ids: IdRules) -> HashMap<String, String> {
+fn index_uris(root: &Value, base: &Url, draft: Draft) -> HashMap<String, String> {
     let mut uris = HashMap::new();
     walk_objects(
         root,
         &mut String::from("#"),
         base,
         &mut |m, ptr, base: &Url| {
-            let own = own_id(m, ids).and_then(|id| base.join(id).ok());
+            let own = own_id(m, draft).and_then(|id| base.join(id).ok());
             if let Some(u) = &own {
                 let mut resource = u.clone();
                 resource.set_fragment(None);
@@ -156,38 +156,38 @@ fn index_uris(root: &Value, base: &Url, ids: IdRules) -> HashMap<String, String>
     uris
 }
 
-/// How a draft names resources with `$id`.
+/// The rules of the draft a document declares (`$schema`) where drafts differ.
 #[derive(Clone, Copy)]
-struct IdRules {
-    /// Draft 4 and earlier name resources with `id`.
-    legacy_id: bool,
-    /// Before 2019-09, `$ref` replaces its siblings, `$id` included.
-    ref_hides_id: bool,
+pub(crate) struct Draft {
+    /// Draft 4 and earlier: resources are named by `id`, and integers have no fraction part.
+    pub draft4: bool,
+    /// Before 2019-09: `$ref` replaces its sibling keywords, `$id` included.
+    pub ref_hides_siblings: bool,
 }
 
-impl IdRules {
-    fn of(root: &Value) -> Self {
+impl Draft {
+    pub fn of(root: &Value) -> Self {
         let declared = |drafts: &[&str]| {
             root.get("$schema")
                 .and_then(Value::as_str)
                 .is_some_and(|s| drafts.iter().any(|d| s.contains(d)))
         };
         Self {
-            legacy_id: declared(&["draft-04", "draft-03"]),
-            ref_hides_id: declared(&["draft-03", "draft-04", "draft-06", "draft-07"]),
+            draft4: declared(&["draft-04", "draft-03"]),
+            ref_hides_siblings: declared(&["draft-03", "draft-04", "draft-06", "draft-07"]),
         }
     }
 }
 
 /// The identifier a schema object declares (`$id`, or `id` in draft 4), without a
 /// fragment-only `$id` (draft 6/7's plain-name fragments are anchors).
-fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
-    if rules.ref_hides_id && m.contains_key("$ref") {
+fn own_id(m: &serde_json::Map<String, Value>, draft: Draft) -> Option<&str> {
+    if draft.ref_hides_siblings && m.contains_key("$ref") {
         return None;
     }
     let id = m
         .get("$id")
-        .or_else(|| rules.legacy_id.then(|| m.get("id")).flatten())?
+        .or_else(|| draft.draft4.then(|| m.get("id")).flatten())?
         .as_str()?;
     (!id.starts_with('#')).then_some(id)
 }
@@ -195,12 +195,12 @@ fn own_id(m: &serde_json::Map<String, Value>, rules: IdRules) -> Option<&str> {
 impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
         let names = index(root);
-        let ids = IdRules::of(root);
+        let draft = Draft::of(root);
         let default = Url::parse(DEFAULT_BASE).expect("valid default base");
-        let uris = index_uris(root, &default, ids);
+        let uris = index_uris(root, &default, draft);
         let base = root
             .as_object()
-            .and_then(|m| own_id(m, ids))
+            .and_then(|m| own_id(m, draft))
             .and_then(|id| default.join(id).ok())
             .unwrap_or(default);
         let root_id = root
@@ -212,7 +212,7 @@ impl<'a> Resolver<'a> {
             root,
             uris,
             base,
-            ids,
+            draft,
             names,
             root_id,
         }
@@ -236,7 +236,7 @@ impl<'a> Resolver<'a> {
                 break;
             };
             cur = next;
-            if let Some(id) = cur.as_object().and_then(|m| own_id(m, self.ids)) {
+            if let Some(id) = cur.as_object().and_then(|m| own_id(m, self.draft)) {
                 if let Ok(u) = base.join(id) {
                     base = u;
                 }
