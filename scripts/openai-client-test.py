@@ -99,6 +99,36 @@ args = json.loads(call.function.arguments)
 assert isinstance(args["city"], str) and args["unit"] in ("celsius", "fahrenheit"), args
 print("tools:", call.function.name, args)
 
+# The client's default temperature (1.0: it sends none) with a small budget: the budget makes
+# every call close in time, so at least one complete, valid call always comes back, and
+# calls are reported with finish_reason "tool_calls", never cut.
+for attempt in range(3):
+    r = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "What's the weather in Paris and in Rome?"}],
+        tools=tools,
+        tool_choice="required",
+        max_tokens=80,
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert choice.message.tool_calls, choice
+    assert r.usage.completion_tokens <= 80, r.usage
+    for call in choice.message.tool_calls:
+        args = json.loads(call.function.arguments)
+        assert set(args) == {"city", "unit"} and args["unit"] in ("celsius", "fahrenheit"), args
+    print("tools at the default temperature:", len(choice.message.tool_calls), "call(s),",
+          "closed by budget:", (r.model_extra or {}).get("stencil", {}).get("closed_by_budget"))
+
+# A budget smaller than the shortest output is a 400 naming max_tokens.
+try:
+    client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "x"}], tools=tools,
+        tool_choice="required", max_tokens=3)
+    raise AssertionError("max_tokens=3 was accepted for a required tool call")
+except openai.BadRequestError as e:
+    assert "max_tokens" in str(e) and "at least" in str(e), e
+
 # Errors surface as the client's exception types.
 try:
     client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], n=2)

@@ -83,6 +83,12 @@ pub struct GenerateArgs {
     /// Sample every token, even those the constraint forces (for measuring fast-forward).
     #[arg(long)]
     pub no_fast_forward: bool,
+    /// Under a constraint, forbid the token that would continue a back-to-back repetition.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub loop_guard: String,
+    /// The most tool calls in one response (with parallel calls).
+    #[arg(long, default_value_t = stencil_runtime::engine::DEFAULT_MAX_TOOL_CALLS)]
+    pub max_tool_calls: u32,
     /// When the prompt is too long: `error`, or `drop-oldest-turns`.
     #[arg(long, default_value = "error", value_parser = ["error", "drop-oldest-turns"])]
     pub truncation: String,
@@ -113,16 +119,20 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         stop: args.stop.clone(),
         constraint: None,
         fast_forward: !args.no_fast_forward,
+        loop_guard: args.loop_guard == "on",
     };
     let loaded = args.model.load()?;
     let load_time = loaded.load_time;
     let mut stdout = std::io::stdout().lock();
-    let report = |finish: &str, usage: &Usage, timings: &Timings, forced: usize| {
+    let report = |finish: &str, usage: &Usage, timings: &Timings, steer: Steering| {
         let decode_ms = timings.decode_ms_per_token(usage);
         eprintln!(
-            "finish_reason={finish} prompt_tokens={} completion_tokens={} forced_tokens={forced} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
+            "finish_reason={finish} closed_by_budget={} loop_guard_hits={} prompt_tokens={} completion_tokens={} forced_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
+            steer.closed_by_budget,
+            steer.loop_guard_hits,
             usage.prompt_tokens,
             usage.completion_tokens,
+            steer.forced_tokens,
             load_time.as_secs_f64(),
             timings.prompt_tokens_per_s(usage),
             decode_ms,
@@ -161,7 +171,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             finish.as_str().unwrap_or("?"),
             &result.usage,
             &result.timings,
-            result.forced_tokens,
+            Steering {
+                forced_tokens: result.forced_tokens,
+                closed_by_budget: result.closed_by_budget,
+                loop_guard_hits: result.loop_guard_hits,
+            },
         );
         return Ok(());
     }
@@ -177,6 +191,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         tools,
         tool_choice: args.tool_choice.as_deref().map(ToolChoice::from_cli),
         parallel_tool_calls: !args.no_parallel_tool_calls,
+        max_tool_calls: args.max_tool_calls,
         constraint: spec.clone(),
         whitespace,
         lenient: args.lenient,
@@ -220,12 +235,23 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         finish.as_str().unwrap_or("?"),
         &outcome.usage,
         &outcome.timings,
-        outcome.forced_tokens,
+        Steering {
+            forced_tokens: outcome.forced_tokens,
+            closed_by_budget: outcome.closed_by_budget,
+            loop_guard_hits: outcome.loop_guard_hits,
+        },
     );
     if outcome.finish_reason == ChatFinish::Length && (spec.is_some() || has_tools) {
         eprintln!("warning: max_tokens cut the output short; it is incomplete");
     }
     Ok(())
+}
+
+/// How the constraint steered a generation, for the stderr report.
+struct Steering {
+    forced_tokens: usize,
+    closed_by_budget: bool,
+    loop_guard_hits: usize,
 }
 
 /// Reads a tools file: a JSON array of OpenAI tools (`{"type": "function", "function": ...}`)

@@ -39,6 +39,10 @@ pub struct MaskBenchArgs {
     /// maskbench-llg) or `any` (exact for instances in any key order).
     #[arg(long, value_enum, default_value = "schema")]
     pub property_order: OrderArg,
+    /// Replay every instance under a token budget of its own length plus this many tokens,
+    /// so the last steps run the budget check (`Matcher::set_token_budget`).
+    #[arg(long)]
+    pub budget_slack: Option<usize>,
 }
 
 #[derive(Default, serde::Serialize)]
@@ -75,7 +79,13 @@ fn name_of(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn run_inner(engine: &Engine, path: &Path, options: &Options, r: &mut SchemaResult) -> Result<()> {
+fn run_inner(
+    engine: &Engine,
+    path: &Path,
+    options: &Options,
+    budget_slack: Option<usize>,
+    r: &mut SchemaResult,
+) -> Result<()> {
     let file: Value = serde_json::from_slice(&std::fs::read(path)?)?;
     let mut tests = Vec::new();
     for t in file["tests"].as_array().into_iter().flatten() {
@@ -94,7 +104,10 @@ fn run_inner(engine: &Engine, path: &Path, options: &Options, r: &mut SchemaResu
     r.tests_failed = 0;
     let mut mask = TokenSet::new(engine.trie.vocab_size());
     for (idx, (valid, tokens)) in tests.iter().enumerate() {
-        let m = constraint.matcher().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut m = constraint.matcher().map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(slack) = budget_slack {
+            m.set_token_budget(Some(tokens.len() + slack));
+        }
         match (valid, replay(m, tokens, &mut mask, &mut r.mask_us)) {
             (true, Outcome::Accepted) => r.valid_accepted += 1,
             (false, Outcome::Rejected(_)) => r.invalid_rejected += 1,
@@ -117,7 +130,12 @@ fn run_inner(engine: &Engine, path: &Path, options: &Options, r: &mut SchemaResu
     Ok(())
 }
 
-pub fn run_schema(engine: &Engine, path: &Path, options: &Options) -> SchemaResult {
+pub fn run_schema(
+    engine: &Engine,
+    path: &Path,
+    options: &Options,
+    budget_slack: Option<usize>,
+) -> SchemaResult {
     let subset = path.parent().map(name_of).unwrap_or_default();
     let mut r = SchemaResult {
         id: format!("{subset}/{}", name_of(path)),
@@ -126,7 +144,7 @@ pub fn run_schema(engine: &Engine, path: &Path, options: &Options) -> SchemaResu
     };
     let t0 = Instant::now();
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_inner(engine, path, options, &mut r)
+        run_inner(engine, path, options, budget_slack, &mut r)
     }));
     match out {
         Ok(Ok(())) => {}
@@ -199,7 +217,7 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         if trace {
             eprintln!("schema {}", p.display());
         }
-        let r = run_schema(&engine, p, &options);
+        let r = run_schema(&engine, p, &options, args.budget_slack);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if n % 500 == 0 {
             eprintln!(

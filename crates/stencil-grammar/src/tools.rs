@@ -42,12 +42,13 @@ pub enum ToolMode {
     Named(String),
 }
 
-/// Compiles the output grammar for `tools` under `mode`. `content` constrains the text part
-/// (a JSON Schema response format, say); without it the text is free (minus the call tag).
+/// Compiles the output grammar for `tools` under `mode`, with at most `max_calls` calls in
+/// one response (1: no parallel calls; at least 1). `content` constrains the text part (a JSON
+/// Schema response format, say); without it the text is free (minus the call tag).
 pub fn tool_grammar(
     tools: &[ToolSchema],
     mode: &ToolMode,
-    parallel: bool,
+    max_calls: u32,
     content: Option<Grammar>,
     options: &Options,
 ) -> Result<Compiled, GrammarError> {
@@ -109,14 +110,14 @@ pub fn tool_grammar(
         Expr::literal("}"),
         Expr::literal(CALL_CLOSE),
     ]));
-    let calls = if parallel {
-        Expr::concat([
-            call.clone(),
-            Expr::star(Expr::concat([Expr::literal("\n"), call])),
-        ])
-    } else {
-        call
-    };
+    let calls = Expr::concat([
+        call.clone(),
+        Expr::repeat(
+            Expr::concat([Expr::literal("\n"), call]),
+            0,
+            Some(max_calls.max(1) - 1),
+        ),
+    ]);
     let text = match content {
         Some(g) => Expr::Call(grammar.embed(g)),
         None => free_text(),

@@ -33,8 +33,8 @@ fn each_mode_admits_exactly_its_outputs() {
         },
     ];
     let opts = Options::default();
-    let g = |mode: ToolMode, parallel: bool| {
-        tool_grammar(&specs, &mode, parallel, None, &opts)
+    let g = |mode: ToolMode, max_calls: u32| {
+        tool_grammar(&specs, &mode, max_calls, None, &opts)
             .unwrap()
             .grammar
     };
@@ -42,7 +42,7 @@ fn each_mode_admits_exactly_its_outputs() {
     let c = call("count", r#"{"n": 3}"#);
     let two = format!("{w}\n{c}");
 
-    let required = g(ToolMode::Required, true);
+    let required = g(ToolMode::Required, 4);
     assert!(accepts(&required, &w));
     assert!(accepts(&required, &two));
     assert!(!accepts(&required, "hello"));
@@ -54,18 +54,25 @@ fn each_mode_admits_exactly_its_outputs() {
     assert!(!accepts(&required, &call("nope", "{}")));
     assert!(!accepts(&required, ""));
 
-    let single = g(ToolMode::Required, false);
+    let two_at_most = g(ToolMode::Required, 2);
+    assert!(accepts(&two_at_most, &two));
+    assert!(
+        !accepts(&two_at_most, &format!("{two}\n{w}")),
+        "at most max_calls calls"
+    );
+
+    let single = g(ToolMode::Required, 1);
     assert!(accepts(&single, &w));
     assert!(
         !accepts(&single, &two),
         "parallel_tool_calls=false: one call"
     );
 
-    let named = g(ToolMode::Named("count".into()), true);
+    let named = g(ToolMode::Named("count".into()), 4);
     assert!(accepts(&named, &c));
     assert!(!accepts(&named, &w));
 
-    let auto = g(ToolMode::Auto, true);
+    let auto = g(ToolMode::Auto, 4);
     assert!(accepts(&auto, "Just text, no call."));
     assert!(accepts(&auto, ""));
     assert!(accepts(&auto, &format!("Let me check.\n{w}")));
@@ -76,7 +83,7 @@ fn each_mode_admits_exactly_its_outputs() {
     );
     assert!(!accepts(&auto, &format!("{w} trailing text")));
 
-    let none = g(ToolMode::None, true);
+    let none = g(ToolMode::None, 4);
     assert!(accepts(&none, "plain answer"));
     assert!(!accepts(&none, &w));
     assert!(!accepts(&none, "text <tool_call> inside"));
@@ -98,7 +105,7 @@ fn content_constraint_applies_to_the_text_part() {
     let g = tool_grammar(
         &specs,
         &ToolMode::Auto,
-        true,
+        4,
         Some(content),
         &Options::default(),
     )
@@ -113,7 +120,7 @@ fn content_constraint_applies_to_the_text_part() {
 fn bad_tool_sets_are_named() {
     let string_params = json!({"type": "string"});
     let err = |specs: &[ToolSchema], mode: ToolMode| {
-        tool_grammar(specs, &mode, true, None, &Options::default())
+        tool_grammar(specs, &mode, 4, None, &Options::default())
             .unwrap_err()
             .to_string()
     };
@@ -134,7 +141,7 @@ fn bad_tool_sets_are_named() {
         name: "b",
         parameters: Some(&bad),
     };
-    let e = tool_grammar(&[b], &ToolMode::Auto, true, None, &Options::default()).unwrap_err();
+    let e = tool_grammar(&[b], &ToolMode::Auto, 4, None, &Options::default()).unwrap_err();
     assert!(matches!(e, GrammarError::Tool(_)));
     assert!(
         e.to_string().contains("tool `b`") && e.to_string().contains("#/nowhere"),

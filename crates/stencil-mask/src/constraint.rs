@@ -1,5 +1,6 @@
 //! [`Constraint`]: a grammar compiled against one vocabulary, shared by all its matchers.
 
+use crate::completion::Completions;
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
 use crate::trie::{Trie, FULL, MAX_EXACT_DEPTH, PLAIN_LEVELS};
@@ -54,6 +55,8 @@ pub(crate) struct LocalMask {
 
 pub(crate) struct Inner {
     pub dfa: LazyDfa,
+    /// Shortest completions of DFA states (for token budgets).
+    pub completions: Completions,
     /// Plain-text depth per DFA state (see `plain_depth`).
     pub depth: Vec<u32>,
     /// States whose depth is exact: past it, every plain character dies.
@@ -108,6 +111,7 @@ impl Constraint {
             trie,
             inner: Mutex::new(Inner {
                 dfa,
+                completions: Completions::default(),
                 depth: Vec::new(),
                 exact: Vec::new(),
                 ctl_dead: Vec::new(),

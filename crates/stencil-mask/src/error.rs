@@ -21,6 +21,8 @@ pub enum MaskError {
     LeftRecursion { rule: String },
     #[error("token {token} is not allowed here")]
     TokenNotAllowed { token: u32 },
+    #[error("token {token} would leave more to write than the {left} tokens left in the budget")]
+    OverBudget { token: u32, left: usize },
     #[error("cannot roll back {requested} tokens: only {available} committed")]
     RollbackTooFar { requested: usize, available: usize },
     #[error("token id {token} is outside the vocabulary of {vocab} tokens")]

@@ -38,6 +38,8 @@
 //! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`,
 //!   `TooMuchWork`), so a pathological constraint is an error, never a hang.
 
+mod budget;
+mod completion;
 mod constraint;
 mod counted;
 mod dfa;

@@ -1,5 +1,6 @@
 //! [`Matcher`]: the per-request parse state and the mask computation.
 
+use crate::budget::Budget;
 use crate::constraint::{Constraint, Inner, Limits};
 use crate::dfa::{LazyDfa, DEAD};
 use crate::trie::Trie;
@@ -7,12 +8,12 @@ use crate::{MaskError, TokenSet};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// One live parse: the current DFA state and the stack of return states below it (an index
 /// into the matcher's stack arena, `NONE` at top level).
-type Config = (u32, u32);
-type Configs = SmallVec<[Config; 2]>;
+pub(crate) type Config = (u32, u32);
+pub(crate) type Configs = SmallVec<[Config; 2]>;
 
 /// Per-request matcher: where the output is in the grammar, and which tokens may come next.
 ///
@@ -21,14 +22,16 @@ type Configs = SmallVec<[Config; 2]>;
 #[derive(Clone)]
 pub struct Matcher {
     constraint: Arc<Constraint>,
-    configs: Configs,
+    pub(crate) configs: Configs,
     /// Stack nodes: (state to resume in, parent node).
-    arena: Vec<(u32, u32)>,
+    pub(crate) arena: Vec<(u32, u32)>,
     history: Vec<Configs>,
     /// Set once an end-of-sequence token was committed.
     finished: bool,
     /// Scratch mask for parses whose tokens are filtered (see `LazyDfa::mask_key`).
     scratch: Option<TokenSet>,
+    /// The token budget, if one was set (see [`Matcher::set_token_budget`]).
+    pub(crate) budget: Option<Budget>,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -42,10 +45,10 @@ impl std::fmt::Debug for Matcher {
 }
 
 /// Stepping context: the automaton, the stack arena and the limits.
-struct Stepper<'a> {
-    dfa: &'a mut LazyDfa,
-    arena: &'a mut Vec<(u32, u32)>,
-    limits: &'a Limits,
+pub(crate) struct Stepper<'a> {
+    pub dfa: &'a mut LazyDfa,
+    pub arena: &'a mut Vec<(u32, u32)>,
+    pub limits: &'a Limits,
 }
 
 impl Stepper<'_> {
@@ -117,7 +120,7 @@ impl Stepper<'_> {
         Ok(())
     }
 
-    fn step_all(&mut self, from: &Configs, b: u8, out: &mut Configs) -> Result<(), MaskError> {
+    pub fn step_all(&mut self, from: &Configs, b: u8, out: &mut Configs) -> Result<(), MaskError> {
         out.clear();
         for &c in from {
             self.step(c, b, out, true, 0)?;
@@ -202,6 +205,7 @@ impl Matcher {
             history: Vec::new(),
             finished: false,
             scratch: None,
+            budget: None,
         })
     }
 
@@ -305,6 +309,7 @@ impl Matcher {
             Ok(())
         })();
         self.arena.truncate(arena_len);
+        let result = result.and_then(|()| self.apply_budget(inner, mask));
         if let Some(t_start) = t_start {
             let total = t_start.elapsed();
             if total.as_micros() > 250 {
@@ -365,6 +370,16 @@ impl Matcher {
         let next = self.advance(bytes)?;
         if next.is_empty() {
             return Err(MaskError::TokenNotAllowed { token });
+        }
+        if self.budget.is_some() {
+            let constraint = self.constraint.clone();
+            let mut guard = constraint.lock();
+            if !self.budget_allows(&mut guard, &next)? {
+                return Err(MaskError::OverBudget {
+                    token,
+                    left: self.token_budget().unwrap_or(0),
+                });
+            }
         }
         self.history
             .push(std::mem::replace(&mut self.configs, next));

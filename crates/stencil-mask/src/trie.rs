@@ -88,6 +88,45 @@ impl Trie {
         let node = &self.nodes[n];
         &self.tokens[node.tok_start as usize..node.tok_end as usize]
     }
+
+    /// The child of node `n` on byte `b` (children are in byte order).
+    fn child(&self, n: usize, b: u8) -> Option<usize> {
+        let end = self.nodes[n].subtree_end as usize;
+        let mut c = n + 1;
+        while c < end {
+            let node = &self.nodes[c];
+            if node.byte == b {
+                return Some(c);
+            }
+            if node.byte > b {
+                return None;
+            }
+            c = node.subtree_end as usize;
+        }
+        None
+    }
+
+    /// The fewest tokens of this trie that spell `text` exactly (`None` if none do).
+    pub fn min_tokens(&self, text: &[u8]) -> Option<u32> {
+        const NO: u32 = u32::MAX;
+        let n = text.len();
+        let mut best = vec![NO; n + 1];
+        best[n] = 0;
+        for i in (0..n).rev() {
+            let mut node = 0;
+            for j in i..n {
+                let Some(c) = self.child(node, text[j]) else {
+                    break;
+                };
+                node = c;
+                let after = best[j + 1];
+                if after != NO && self.nodes[c].tok_end > self.nodes[c].tok_start {
+                    best[i] = best[i].min(after + 1);
+                }
+            }
+        }
+        (best[0] != NO).then_some(best[0])
+    }
 }
 
 /// The normal tokens of a vocabulary as byte tries (special tokens are never text).
@@ -109,6 +148,9 @@ pub struct TokenTrie {
     quote_max: u32,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
+    /// Every byte value is a text token of its own: any text of `n` bytes then takes at most
+    /// `n` tokens.
+    every_byte: bool,
 }
 
 /// The JSON string characters a token writes before its first raw `"` (or control byte,
@@ -285,7 +327,14 @@ impl TokenTrie {
             }
             plain_upto.push(acc.clone());
         }
+        let mut single = [false; 256];
+        for b in &token_bytes {
+            if b.len() == 1 {
+                single[b[0] as usize] = true;
+            }
+        }
         Self {
+            every_byte: single.iter().all(|&x| x),
             tries,
             levels,
             plain_upto,
@@ -326,5 +375,15 @@ impl TokenTrie {
     /// End-of-sequence token ids.
     pub fn eos_ids(&self) -> &[u32] {
         &self.eos
+    }
+
+    /// True if every byte value is a token (so `n` bytes never need more than `n` tokens).
+    pub(crate) fn every_byte(&self) -> bool {
+        self.every_byte
+    }
+
+    /// The fewest text tokens that spell `text` (`None` if the vocabulary cannot).
+    pub fn min_tokens(&self, text: &[u8]) -> Option<u32> {
+        self.tries[FULL].min_tokens(text)
     }
 }

@@ -114,6 +114,9 @@ impl ApiError {
                 Self::invalid(constraint_param, msg).with_code("constraint_too_complex")
             }
             RuntimeError::Sampling(_) => Self::invalid("sampling", msg),
+            RuntimeError::BudgetTooSmall { .. } => {
+                Self::invalid("max_tokens", msg).with_code("max_tokens_too_small")
+            }
             RuntimeError::Timeout(_) => Self {
                 status: 504,
                 message: msg,

@@ -181,6 +181,7 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
         stop,
         constraint: None,
         fast_forward: true,
+        loop_guard: boolean(o, "stencil_loop_guard")?.unwrap_or(true),
     })
 }
 
@@ -471,6 +472,9 @@ pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
             Some(ToolChoice::from_json(tc).map_err(|m| ApiError::invalid("tool_choice", m))?);
     }
     v.request.parallel_tool_calls = boolean(o, "parallel_tool_calls")?.unwrap_or(true);
+    if let Some(n) = integer(o, "stencil_max_tool_calls", 1, 64)? {
+        v.request.max_tool_calls = n as u32;
+    }
     if !v.request.tools.is_empty() && v.request.constraint.is_none() {
         v.constraint_param = "tools";
     }

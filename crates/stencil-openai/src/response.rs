@@ -74,6 +74,10 @@ pub struct ChatCompletion {
     pub choices: Vec<Choice>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// stencil's report on how the constraint steered the output (see [`stencil_info`]);
+    /// absent from other servers' responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stencil: Option<Value>,
 }
 
 /// `choices[i].delta` of a chunk.
@@ -146,6 +150,16 @@ pub fn finish_str(f: ChatFinish) -> &'static str {
     }
 }
 
+/// The `stencil` object of a response: `closed_by_budget` (the token budget made a complete
+/// output close before `max_tokens`) and `loop_guard_hits` (steps where the loop guard
+/// forbade continuing a repetition).
+pub fn stencil_info(o: &ChatOutcome) -> Value {
+    serde_json::json!({
+        "closed_by_budget": o.closed_by_budget,
+        "loop_guard_hits": o.loop_guard_hits,
+    })
+}
+
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
     std::time::SystemTime::now()
@@ -183,6 +197,7 @@ impl ChatCompletion {
                 logprobs: None,
             }],
             usage: Some(o.usage.into()),
+            stencil: Some(stencil_info(o)),
         }
     }
 }

@@ -28,6 +28,9 @@ use crate::tools::{
 
 /// Default nesting bound for recursive schemas in generation.
 pub const DEFAULT_MAX_RECURSION: u32 = 12;
+/// Default [`ChatRequest::max_tool_calls`]: enough for real parallel calls, few enough that a
+/// small model cannot fill its budget with near-copies.
+pub const DEFAULT_MAX_TOOL_CALLS: u32 = 4;
 
 /// A chat request, validated and typed (wire formats map onto this).
 #[derive(Debug, Clone)]
@@ -40,6 +43,9 @@ pub struct ChatRequest {
     /// Default: `auto` when there are tools, else `none`.
     pub tool_choice: Option<ToolChoice>,
     pub parallel_tool_calls: bool,
+    /// The most tool calls one response may make when parallel calls are allowed (small
+    /// models tend to add calls until the budget runs out).
+    pub max_tool_calls: u32,
     /// The output constraint (`response_format`, `guided_*`).
     pub constraint: Option<Spec>,
     pub whitespace: Whitespace,
@@ -63,6 +69,7 @@ impl Default for ChatRequest {
             tools: Vec::new(),
             tool_choice: None,
             parallel_tool_calls: true,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             constraint: None,
             whitespace: Whitespace::default(),
             lenient: false,
@@ -94,6 +101,10 @@ pub struct ChatOutcome {
     pub usage: Usage,
     pub timings: Timings,
     pub forced_tokens: usize,
+    /// The token budget steered the output to close early (see [`Generation::closed_by_budget`]).
+    pub closed_by_budget: bool,
+    /// Steps at which the loop guard forbade continuing a repetition.
+    pub loop_guard_hits: usize,
 }
 
 /// A request ready to run: prompt tokens and compiled constraint.
@@ -179,6 +190,17 @@ impl ChatEngine {
             None => self.chat_prompt(req)?,
         };
         let mut params = req.params.clone();
+        if let Some(c) = &constraint {
+            // The budget check of generation, before anything is streamed.
+            let context = self.loaded.model.context_length();
+            let max_tokens = params
+                .max_tokens
+                .min(context.saturating_sub(prompt.tokens.len()));
+            match c.matcher()?.min_tokens_to_finish()? {
+                Some(n) if n <= max_tokens => {}
+                needed => return Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
+            }
+        }
         params.constraint = constraint;
         Ok(Prepared {
             prompt,
@@ -244,11 +266,12 @@ impl ChatEngine {
             return Ok((None, Vec::new()));
         }
         let key = format!(
-            "{:?}|{}|{:?}|{}|{:?}|{}|{:?}",
+            "{:?}|{}|{:?}|{}|{}|{:?}|{}|{:?}",
             req.constraint.as_ref().map(spec_key),
             serde_json::to_string(&req.tools).expect("tools serialize"),
             choice,
             req.parallel_tool_calls,
+            req.max_tool_calls,
             req.whitespace,
             req.lenient,
             req.max_recursion
@@ -322,7 +345,12 @@ impl ChatEngine {
         } else {
             // A named tool_choice asks for that one call.
             let parallel = req.parallel_tool_calls && !matches!(mode, ToolMode::Named(_));
-            tool_grammar(&schemas, &mode, parallel, content, options)?
+            let max_calls = if parallel {
+                req.max_tool_calls.max(1)
+            } else {
+                1
+            };
+            tool_grammar(&schemas, &mode, max_calls, content, options)?
         };
         warnings.extend(compiled.warnings);
         Ok((compiled.grammar, warnings))
@@ -396,11 +424,20 @@ impl ChatEngine {
             calls.pop();
         }
         let (content, tool_calls, finish_reason) = match generation.finish_reason {
-            FinishReason::Length if !repeated => (
+            // Calls completed before the cut are reported; a call left open is not.
+            FinishReason::Length if !repeated && calls.is_empty() => (
                 Some(generation.text.clone()),
                 Vec::new(),
                 ChatFinish::Length,
             ),
+            FinishReason::Length if !repeated => {
+                let text = parser.content().trim();
+                (
+                    (!text.is_empty()).then(|| text.to_string()),
+                    calls,
+                    ChatFinish::Length,
+                )
+            }
             _ if !calls.is_empty() => {
                 let text = parser.content().trim();
                 (
@@ -418,6 +455,8 @@ impl ChatEngine {
             usage: generation.usage,
             timings: generation.timings,
             forced_tokens: generation.forced_tokens,
+            closed_by_budget: generation.closed_by_budget,
+            loop_guard_hits: generation.loop_guard_hits,
         })
     }
 

@@ -31,6 +31,13 @@ pub enum RuntimeError {
         context: usize,
         reserved: usize,
     },
+    #[error("{}", budget_message(*needed, *max_tokens))]
+    BudgetTooSmall {
+        /// Tokens of the shortest output known (`None`: the constraint cannot be completed
+        /// by this vocabulary).
+        needed: Option<usize>,
+        max_tokens: usize,
+    },
     #[error("device `{0}`")]
     Device(String),
     #[error("model `{spec}` could not be resolved: {reason}")]
@@ -52,6 +59,15 @@ pub enum RuntimeError {
     },
     #[error("safetensors model at {path}: {reason}")]
     Safetensors { path: PathBuf, reason: String },
+}
+
+fn budget_message(needed: Option<usize>, max_tokens: usize) -> String {
+    match needed {
+        Some(n) => format!(
+            "max_tokens is {max_tokens}, but the shortest output the constraint allows takes {n} tokens; raise max_tokens to at least {n}"
+        ),
+        None => "the constraint has no output this model's vocabulary can write".into(),
+    }
 }
 
 /// Result alias for the runtime.

@@ -4,8 +4,13 @@
 //! stop string). [`generate`] drives it with a callback and returns the full [`Generation`].
 //!
 //! With a [`Constraint`] in [`GenerateParams::constraint`], every step masks the logits of the
-//! tokens the constraint forbids (`-inf`, so the sampler never picks them), end-of-sequence is
-//! possible only once the output is complete, and a `max_tokens` cut reports `length`.
+//! tokens the constraint forbids (`-inf`, so the sampler never picks them) and end-of-sequence
+//! is possible only once the output is complete. `max_tokens` is the matcher's token budget:
+//! every step allows only tokens after which the output can still be completed in the tokens
+//! left, so a constrained output always ends complete (`stop`); a budget smaller than the
+//! shortest completion is an error before generation. The loop guard forbids the token that
+//! would continue a run of back-to-back repetitions. Unconstrained text cut by `max_tokens`
+//! reports `length`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +39,9 @@ pub struct GenerateParams {
     /// Feed the tokens a constraint forces (`{"name": "` after `{` in a fixed-order object)
     /// to the model in one forward pass instead of sampling them one by one.
     pub fast_forward: bool,
+    /// Under a constraint, forbid the token that would continue a degenerate repetition (see
+    /// [`repetition_to_break`]) wherever another token is allowed.
+    pub loop_guard: bool,
 }
 
 impl Default for GenerateParams {
@@ -44,6 +52,7 @@ impl Default for GenerateParams {
             stop: Vec::new(),
             constraint: None,
             fast_forward: true,
+            loop_guard: true,
         }
     }
 }
@@ -91,6 +100,11 @@ pub struct Generation {
     pub matched_stop: Option<String>,
     /// Tokens the constraint forced and that were fed without sampling.
     pub forced_tokens: usize,
+    /// The token budget removed tokens the constraint allowed, steering the output to close
+    /// before `max_tokens` (the output is complete; `finish_reason` is `stop`).
+    pub closed_by_budget: bool,
+    /// Steps at which the loop guard forbade the token continuing a repetition.
+    pub loop_guard_hits: usize,
     pub usage: Usage,
     pub timings: Timings,
 }
@@ -117,6 +131,8 @@ pub struct Generator<'m> {
     mask: TokenSet,
     fast_forward: bool,
     forced_tokens: usize,
+    loop_guard: bool,
+    loop_guard_hits: usize,
 }
 
 impl<'m> Generator<'m> {
@@ -139,8 +155,17 @@ impl<'m> Generator<'m> {
             });
         }
         let sampler = Sampler::new(params.sampling.clone())?;
+        let max_tokens = params.max_tokens.min(context - prompt.len());
         let mut matcher = match &params.constraint {
-            Some(c) => Some(c.matcher()?),
+            Some(c) => {
+                let mut m = c.matcher()?;
+                match m.min_tokens_to_finish()? {
+                    Some(n) if n <= max_tokens => {}
+                    needed => return Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
+                }
+                m.set_token_budget(Some(max_tokens));
+                Some(m)
+            }
             None => None,
         };
         let mut mask = TokenSet::new(if matcher.is_some() {
@@ -160,7 +185,7 @@ impl<'m> Generator<'m> {
             tokenizer,
             sampler,
             stream: TextStream::new(&params.stop),
-            max_tokens: params.max_tokens.min(context - prompt.len()),
+            max_tokens,
             logits,
             prompt_len: prompt.len(),
             generated: Vec::new(),
@@ -173,6 +198,8 @@ impl<'m> Generator<'m> {
             matcher,
             fast_forward: params.fast_forward,
             forced_tokens: 0,
+            loop_guard: params.loop_guard,
+            loop_guard_hits: 0,
         })
     }
 
@@ -197,9 +224,16 @@ impl<'m> Generator<'m> {
                 return Ok(None);
             }
             if self.generated.len() >= self.max_tokens {
-                return Ok(self.end(FinishReason::Length));
+                // Under a budget a constrained output is complete here.
+                let complete = self.matcher.as_ref().is_some_and(Matcher::is_accepting);
+                return Ok(self.end(if complete {
+                    FinishReason::Stop
+                } else {
+                    FinishReason::Length
+                }));
             }
             let start = Instant::now();
+            self.guard_loop();
             let mut logits = std::mem::take(&mut self.logits);
             self.sampler.penalize(&mut logits, self.session.tokens());
             self.apply_mask(&mut logits)?;
@@ -263,6 +297,22 @@ impl<'m> Generator<'m> {
         }
     }
 
+    /// The loop guard: under a constraint, removes from this step's mask the token that would
+    /// continue a degenerate repetition, as long as another token stays allowed (every token
+    /// of a budgeted mask can still be completed, so this never makes completion impossible).
+    fn guard_loop(&mut self) {
+        if !self.loop_guard || self.matcher.is_none() {
+            return;
+        }
+        let Some(next) = repetition_to_break(&self.generated) else {
+            return;
+        };
+        if self.mask.contains(next) && self.mask.count() > 1 {
+            self.mask.remove(next);
+            self.loop_guard_hits += 1;
+        }
+    }
+
     /// Feeds one generated token's text to the stream. Control tokens are not text. Under a
     /// constraint a stop string ends the output only where the output before it is complete.
     fn push_text(&mut self, token: u32) -> StreamEvent {
@@ -314,6 +364,11 @@ impl<'m> Generator<'m> {
             finish_reason: self.finish.unwrap_or(FinishReason::Length),
             matched_stop: self.matched_stop,
             forced_tokens: self.forced_tokens,
+            closed_by_budget: self
+                .matcher
+                .as_ref()
+                .is_some_and(Matcher::budget_restricted),
+            loop_guard_hits: self.loop_guard_hits,
             timings: self.timings,
         }
     }
@@ -330,6 +385,28 @@ impl Iterator for Generator<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         self.next_chunk().transpose()
     }
+}
+
+/// Longest repeated unit the loop guard looks for, in tokens.
+const LOOP_MAX_PERIOD: usize = 64;
+/// Back-to-back copies of a unit that make a loop...
+const LOOP_MIN_COPIES: usize = 3;
+/// ...spanning at least this many tokens (so `000` in a number or `---` is not a loop).
+const LOOP_MIN_SPAN: usize = 16;
+
+/// If `tokens` end in a degenerate repetition (the same unit of at most
+/// [`LOOP_MAX_PERIOD`] tokens written [`LOOP_MIN_COPIES`] times back to back, over at least
+/// [`LOOP_MIN_SPAN`] tokens), the token that would start the next copy.
+pub fn repetition_to_break(tokens: &[u32]) -> Option<u32> {
+    let n = tokens.len();
+    (1..=LOOP_MAX_PERIOD).find_map(|p| {
+        let span = (LOOP_MIN_COPIES * p).max(LOOP_MIN_SPAN);
+        if n < span {
+            return None;
+        }
+        let periodic = (n - span + p..n).all(|i| tokens[i] == tokens[i - p]);
+        periodic.then(|| tokens[n - p])
+    })
 }
 
 /// Generates from `prompt` token ids, calling `on_text` with each final chunk.
@@ -373,5 +450,38 @@ fn forward_with_mask(
             }
             logits
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::repetition_to_break;
+
+    #[test]
+    fn loop_guard_sees_back_to_back_copies_only() {
+        // A 6-token sentence three times: the next copy's first token is the one to forbid.
+        let sentence = [10, 11, 12, 13, 14, 15];
+        let mut t: Vec<u32> = vec![1, 2, 3];
+        for _ in 0..3 {
+            t.extend(sentence);
+        }
+        assert_eq!(repetition_to_break(&t), Some(10));
+        // Two copies are not a loop yet.
+        assert_eq!(repetition_to_break(&t[..3 + 12]), None);
+        // Short units need a 16-token span: `000` in a number is not a loop, 16 zeros are.
+        assert_eq!(repetition_to_break(&[7, 0, 0, 0]), None);
+        let zeros = [vec![7], vec![0; 16]].concat();
+        assert_eq!(repetition_to_break(&zeros), Some(0));
+        assert_eq!(repetition_to_break(&zeros[..16]), None);
+        // A copy broken anywhere is no repetition; the last unit is what counts.
+        let mut broken = t.clone();
+        broken[3 + 7] = 99;
+        assert_eq!(repetition_to_break(&broken), None);
+        assert_eq!(repetition_to_break(&[]), None);
+        // Units up to 64 tokens long.
+        let long: Vec<u32> = (0..64).chain(0..64).chain(0..64).collect();
+        assert_eq!(repetition_to_break(&long), Some(0));
+        let too_long: Vec<u32> = (0..65).chain(0..65).chain(0..65).collect();
+        assert_eq!(repetition_to_break(&too_long), None);
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use stencil_grammar::Constraint;
 use stencil_runtime::chat::ChatMessage;
 use stencil_runtime::engine::{ChatEngine, ChatFinish, ChatOutcome, ChatRequest};
+use stencil_runtime::error::RuntimeError;
 use stencil_runtime::generate::GenerateParams;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
@@ -358,17 +359,69 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
 }
 
 #[test]
-fn length_cut_is_reported_and_seeded_runs_repeat() {
-    let schema = json!({"type": "object", "properties": {"text": {"type": "string", "minLength": 100}}, "required": ["text"]});
-    let req = ChatRequest {
+fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
+    // A budget below the shortest output is an error naming the minimum, before generating.
+    // (30 integers: SmolLM2 writes every digit as a token of its own.)
+    let schema = json!({"type": "object", "properties": {"codes": {"type": "array", "items": {"type": "integer"}, "minItems": 30}}, "required": ["codes"]});
+    let req = |max_tokens| ChatRequest {
         messages: vec![ChatMessage::new("user", "Write JSON.")],
-        constraint: Some(Constraint::JsonSchema(schema)),
-        params: params(Some(5), 8),
+        constraint: Some(Constraint::JsonSchema(schema.clone())),
+        params: params(Some(5), max_tokens),
         ..ChatRequest::default()
     };
-    let a = chat(&req);
+    let err = engine()
+        .chat(&req(8), |_| ControlFlow::Continue(()))
+        .err()
+        .unwrap();
+    let needed = match &err {
+        RuntimeError::BudgetTooSmall {
+            needed: Some(n),
+            max_tokens: 8,
+        } => *n,
+        other => panic!("expected BudgetTooSmall, got {other:?}"),
+    };
+    assert!(needed > 30 && needed <= 100, "{needed}");
+    assert!(
+        err.to_string().contains(&format!("at least {needed}")),
+        "{err}"
+    );
+    // At exactly that budget the output still ends complete and valid.
+    let out = chat(&req(needed));
+    assert_eq!(out.finish_reason, ChatFinish::Stop);
+    assert!(out.usage.completion_tokens <= needed);
+    assert_valid(
+        &validator(&schema),
+        out.content.as_deref().unwrap(),
+        "minimum budget",
+    );
+
+    // A free string the model would keep writing is closed by the budget: complete, `stop`,
+    // and reported as closed by the budget.
+    let story = json!({"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}}, "required": ["story", "moral"], "additionalProperties": false});
+    for seed in RUNS {
+        let out = chat(&ChatRequest {
+            messages: vec![ChatMessage::new("user", "Tell a very long story as JSON.")],
+            constraint: Some(Constraint::JsonSchema(story.clone())),
+            params: params(seed, 24),
+            ..ChatRequest::default()
+        });
+        assert_eq!(out.finish_reason, ChatFinish::Stop, "{:?}", out.content);
+        assert!(out.usage.completion_tokens <= 24);
+        assert_valid(&validator(&story), out.content.as_deref().unwrap(), "story");
+        assert!(out.closed_by_budget, "{:?}", out.content);
+    }
+
+    // Unconstrained text is cut: `length`. The same seed gives the same output on the same
+    // machine and build (what seeds promise; across machines rounding may differ).
+    let text = |seed| {
+        chat(&ChatRequest {
+            messages: vec![ChatMessage::new("user", "Write a long story.")],
+            params: params(Some(seed), 8),
+            ..ChatRequest::default()
+        })
+    };
+    let a = text(5);
     assert_eq!(a.finish_reason, ChatFinish::Length);
-    assert!(serde_json::from_str::<Value>(a.content.as_deref().unwrap()).is_err());
-    let b = chat(&req);
-    assert_eq!(a.content, b.content, "same seed, same output");
+    assert_eq!(a.usage.completion_tokens, 8);
+    assert_eq!(a.content, text(5).content, "same seed, same output");
 }

@@ -4,7 +4,8 @@
 
 use serde_json::{json, Value};
 use stencil_openai::response::{
-    finish_str, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall, ToolCallPart, Usage,
+    finish_str, stencil_info, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall,
+    ToolCallPart, Usage,
 };
 use stencil_runtime::engine::ChatOutcome;
 use stencil_runtime::tools::ToolEvent;
@@ -114,10 +115,12 @@ impl ChunkWriter {
     pub fn finish(&self, o: &ChatOutcome) -> Vec<Value> {
         let finish = finish_str(o.finish_reason);
         let usage: Usage = o.usage.into();
-        let mut out = vec![match self.endpoint {
+        let mut last = match self.endpoint {
             Endpoint::Chat => self.chat(Delta::default(), Some(finish)),
             Endpoint::Completions => self.completion("", Some(finish), None),
-        }];
+        };
+        last["stencil"] = stencil_info(o);
+        let mut out = vec![last];
         if self.include_usage {
             let object = match self.endpoint {
                 Endpoint::Chat => "chat.completion.chunk",

@@ -13,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use stencil_openai::request::{chat_request, completion_request, ValidRequest};
-use stencil_openai::response::{finish_str, now, ChatCompletion, ModelCard, ModelList};
+use stencil_openai::response::{
+    finish_str, now, stencil_info, ChatCompletion, ModelCard, ModelList,
+};
 use stencil_openai::ApiError;
 use tokio::sync::mpsc;
 
@@ -229,11 +231,15 @@ async fn whole(writer: ChunkWriter, mut rx: mpsc::Receiver<JobEvent>, param: &st
                     &o,
                 ))
                 .expect("responses serialize"),
-                Endpoint::Completions => writer.completion(
-                    o.content.as_deref().unwrap_or_default(),
-                    Some(finish_str(o.finish_reason)),
-                    Some(o.usage.into()),
-                ),
+                Endpoint::Completions => {
+                    let mut body = writer.completion(
+                        o.content.as_deref().unwrap_or_default(),
+                        Some(finish_str(o.finish_reason)),
+                        Some(o.usage.into()),
+                    );
+                    body["stencil"] = stencil_info(&o);
+                    body
+                }
             };
             return axum::Json(body).into_response();
         }

@@ -142,13 +142,24 @@ fn constraints_hold_over_http() {
         .chat(&json!({"messages": user("Pick one"), "guided_choice": ["red", "green", "blue"], "max_tokens": 5}))
         .unwrap();
     assert!(["red", "green", "blue"].contains(&r.choices[0].message.content.as_deref().unwrap()));
-    let r = c
-        .chat(&json!({"messages": user("JSON please"), "response_format": {"type": "json_object"}, "max_tokens": 100, "temperature": 0}))
-        .unwrap();
-    if r.choices[0].finish_reason.as_deref() == Some("stop") {
+    // Under a budget any JSON object ends complete: `stop`, and `stencil.closed_by_budget`
+    // says when the budget made it close (a 12-token budget always does here); the stream's
+    // last chunk carries the same report.
+    for max_tokens in [12, 100] {
+        let body = json!({"messages": user("JSON please, a long one"), "response_format": {"type": "json_object"}, "max_tokens": max_tokens, "temperature": 0});
+        let r = c.chat(&body).unwrap();
+        assert_eq!(r.choices[0].finish_reason.as_deref(), Some("stop"));
         let v: Value =
             serde_json::from_str(r.choices[0].message.content.as_deref().unwrap()).unwrap();
         assert!(v.is_object());
+        let info = r.stencil.clone().expect("stencil report");
+        assert!(info["closed_by_budget"].is_boolean(), "{info}");
+        if max_tokens == 12 {
+            assert_eq!(info["closed_by_budget"], true, "{v}");
+        }
+        let (s, raw) = post(url, "/v1/chat/completions", &body.to_string(), None);
+        assert_eq!(s, 200);
+        assert_eq!(raw["stencil"], info);
     }
 }
 
@@ -253,6 +264,7 @@ fn bad_requests_get_openai_errors() {
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_json": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}).to_string(), 400, "guided_json", "uniqueItems"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "(unclosed"}).to_string(), 400, "guided_regex", "regex"),
         ("/v1/chat/completions", json!({"messages": user("x"), "n": 2}).to_string(), 400, "n", "only n = 1"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "[a-z]{40}", "max_tokens": 2}).to_string(), 400, "max_tokens", "raise max_tokens to at least"),
         ("/v1/chat/completions", json!({"messages": user("x"), "temperature": "warm"}).to_string(), 400, "temperature", "number"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "a", "guided_choice": ["a"]}).to_string(), 400, "guided_choice", "more than one"),
         ("/v1/chat/completions", json!({"messages": user("x"), "tools": weather_tools(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}).to_string(), 400, "tools", "not among the tools"),

@@ -1,0 +1,271 @@
+//! Token budgets: every walk that follows a budgeted mask ends complete within the budget
+//! (random schemas, budgets and walks with the default model's tokenizer), a budgeted mask
+//! never allows a token after which no completion fits (exhaustive search on a tiny
+//! vocabulary), and the shortest known completion is never forbidden.
+
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use stencil_grammar::{compile, Constraint as Spec, Options};
+use stencil_mask::{Constraint, Limits, MaskError, Matcher, TokenSet, TokenTrie};
+use stencil_vocab::{Vocab, VocabStyle};
+
+/// The default model's tokenizer from ../shared/data, or `None` (with a notice) without it.
+fn smollm2_vocab() -> Option<Vocab> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
+    if !path.exists() {
+        eprintln!(
+            "NOTICE: {} not found; skipping (needs ../shared/data)",
+            path.display()
+        );
+        return None;
+    }
+    let tok = tokenizers::Tokenizer::from_file(&path).expect("tokenizer");
+    Some(Vocab::from_tokenizer(&tok, vec![2]).expect("vocab"))
+}
+
+fn compiled(spec: Spec, trie: &Arc<TokenTrie>) -> Arc<Constraint> {
+    let g = compile(&spec, &Options::default())
+        .expect("compiles")
+        .grammar;
+    Constraint::new(&g, trie.clone(), Limits::default()).expect("constraint")
+}
+
+/// Schemas whose shortest instances need forced keys, nesting, recursion, bounded strings and
+/// arrays, so budgets bite in many places.
+fn schemas() -> Vec<serde_json::Value> {
+    vec![
+        json!({"type": "object", "properties": {"title": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}, "meta": {"type": "object", "properties": {"author_name": {"type": "string", "minLength": 3}, "year_of_publication": {"type": "integer"}}, "required": ["author_name", "year_of_publication"]}}, "required": ["title"], "additionalProperties": false}),
+        json!({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["value"], "additionalProperties": false}}, "$ref": "#/$defs/node"}),
+        json!({"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}, "label": {"type": "string", "maxLength": 12}}, "required": ["x", "label"]}, "minItems": 2}),
+        json!({"anyOf": [{"type": "null"}, {"type": "array", "items": {"enum": ["alpha", "beta"]}, "minItems": 5}]}),
+        json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 4}),
+        json!({"type": "object", "properties": {"email": {"type": "string", "format": "email"}, "when": {"type": "string", "format": "date-time"}}, "required": ["email", "when"], "additionalProperties": {"type": "boolean"}}),
+    ]
+}
+
+/// Follows the mask with random text tokens (end-of-sequence only once nothing else is
+/// allowed); returns the output, or panics on a dead end.
+fn walk(m: &mut Matcher, trie: &TokenTrie, rng: &mut StdRng, eos: u32, label: &str) -> Vec<u8> {
+    let mut mask = TokenSet::new(trie.vocab_size());
+    let mut out = Vec::new();
+    loop {
+        m.compute_mask(&mut mask).unwrap();
+        let text: Vec<u32> = mask.iter().filter(|&t| t != eos).collect();
+        if text.is_empty() {
+            assert!(
+                mask.contains(eos),
+                "{label}: dead end after {:?} ({:?} tokens left)",
+                String::from_utf8_lossy(&out),
+                m.token_budget()
+            );
+            return out;
+        }
+        // Stop early at random where the output is complete.
+        if mask.contains(eos) && rng.random_bool(0.1) {
+            return out;
+        }
+        let t = text[rng.random_range(0..text.len())];
+        m.commit(t).unwrap();
+        out.extend_from_slice(trie.token_bytes(t));
+    }
+}
+
+/// Random budgets from the shortest known completion up, random walks over the whole
+/// vocabulary (long tokens included): every output ends complete, valid and within budget.
+#[test]
+fn every_budgeted_walk_ends_complete_and_valid() {
+    let Some(vocab) = smollm2_vocab() else {
+        return;
+    };
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let mut rng = StdRng::seed_from_u64(5);
+    for schema in schemas() {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        let min = c.matcher().unwrap().min_tokens_to_finish().unwrap();
+        let min = min.unwrap_or_else(|| panic!("{schema}: no completion"));
+        assert!(min > 0);
+        for round in 0..12 {
+            let budget = min + rng.random_range(0..40);
+            let mut m = c.matcher().unwrap();
+            m.set_token_budget(Some(budget));
+            let out = walk(
+                &mut m,
+                &trie,
+                &mut rng,
+                2,
+                &format!("{schema} budget {budget}"),
+            );
+            assert!(m.is_accepting(), "{schema}: walk {round} ended incomplete");
+            assert!(
+                m.num_tokens() <= budget,
+                "{schema}: {} > {budget} tokens",
+                m.num_tokens()
+            );
+            let text = String::from_utf8(out).expect("UTF-8");
+            let value: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{schema}: {text:?}: {e}"));
+            assert!(validator.is_valid(&value), "{schema}: invalid {text}");
+        }
+        // A budget below the shortest known completion can still be met only by the exact
+        // shortest tokenizations, which a walk may miss: it is the caller's error to set one.
+        // At exactly the minimum, every walk finishes.
+        for _ in 0..4 {
+            let mut m = c.matcher().unwrap();
+            m.set_token_budget(Some(min));
+            walk(
+                &mut m,
+                &trie,
+                &mut rng,
+                2,
+                &format!("{schema} at minimum {min}"),
+            );
+            assert!(m.is_accepting());
+            assert!(m.num_tokens() <= min);
+        }
+    }
+}
+
+/// At every point of random walks, a budget of exactly the shortest known completion leaves
+/// a non-empty mask, and `min_tokens_to_finish` drops by exactly one along its own
+/// completion's first token... which the budgeted mask must therefore allow.
+#[test]
+fn a_budget_never_forbids_the_shortest_completion() {
+    let Some(vocab) = smollm2_vocab() else {
+        return;
+    };
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut mask = TokenSet::new(vocab.len());
+    for schema in schemas() {
+        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        for _ in 0..4 {
+            let mut m = c.matcher().unwrap();
+            for _step in 0..60 {
+                let need = m.min_tokens_to_finish().unwrap().expect("completable");
+                let mut tight = m.clone();
+                tight.set_token_budget(Some(need));
+                tight.compute_mask(&mut mask).unwrap();
+                if need == 0 {
+                    assert!(m.is_accepting());
+                    assert!(mask.contains(2));
+                } else {
+                    let text: Vec<u32> = mask.iter().filter(|&t| t != 2).collect();
+                    assert!(
+                        !text.is_empty(),
+                        "{schema}: a budget of {need} forbids everything"
+                    );
+                    // Some allowed token brings the need down by one.
+                    let dropped = text.iter().any(|&t| {
+                        let mut n = m.clone();
+                        n.commit(t).is_ok() && n.min_tokens_to_finish().unwrap() == Some(need - 1)
+                    });
+                    assert!(
+                        dropped,
+                        "{schema}: no allowed token shortens the completion"
+                    );
+                }
+                m.compute_mask(&mut mask).unwrap();
+                let text: Vec<u32> = mask.iter().filter(|&t| t != 2).collect();
+                if text.is_empty() {
+                    break;
+                }
+                m.commit(text[rng.random_range(0..text.len())]).unwrap();
+            }
+        }
+    }
+}
+
+/// Exhaustive check on a tiny vocabulary: every token a budgeted mask allows can be followed
+/// by a completion within the budget (searched over all token sequences), and commit refuses
+/// the tokens the mask leaves out with a typed error.
+#[test]
+fn budgeted_masks_allow_only_completable_tokens() {
+    let alphabet: Vec<char> = "ab{}\":,0".chars().collect();
+    let mut tokens: Vec<Option<String>> = Vec::new();
+    for a in &alphabet {
+        tokens.push(Some(a.to_string()));
+    }
+    for t in ["ab", "{\"", "\":", "\"}", "aaa", "0,", "}}"] {
+        tokens.push(Some(t.to_string()));
+    }
+    let eos = tokens.len() as u32;
+    tokens.push(Some("</s>".into()));
+    let mut special = vec![false; tokens.len()];
+    special[eos as usize] = true;
+    let vocab =
+        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let specs = [
+        Spec::Regex("(ab)+a{2,4}b".into()),
+        Spec::Regex("\\{(\"a\":0,)*\"b\":0\\}|a".into()),
+        Spec::JsonSchema(
+            json!({"type": "object", "properties": {"ab": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}, "required": ["ab"], "additionalProperties": false}),
+        ),
+    ];
+    /// True if some token sequence of at most `n` text tokens completes `m`.
+    fn completable(m: &Matcher, n: usize, text: &[u32]) -> bool {
+        if m.is_accepting() {
+            return true;
+        }
+        n > 0
+            && text.iter().any(|&t| {
+                let mut next = m.clone();
+                next.commit(t).is_ok() && completable(&next, n - 1, text)
+            })
+    }
+    let text: Vec<u32> = (0..eos).collect();
+    let mut mask = TokenSet::new(vocab.len());
+    for spec in specs {
+        let c = compiled(spec.clone(), &trie);
+        let mut rng = StdRng::seed_from_u64(3);
+        let min = c
+            .matcher()
+            .unwrap()
+            .min_tokens_to_finish()
+            .unwrap()
+            .unwrap();
+        for budget in min..=min + 4 {
+            for _ in 0..3 {
+                let mut m = c.matcher().unwrap();
+                m.set_token_budget(Some(budget));
+                let mut plain = c.matcher().unwrap();
+                loop {
+                    m.compute_mask(&mut mask).unwrap();
+                    let left = m.token_budget().unwrap();
+                    let allowed: Vec<u32> =
+                        text.iter().copied().filter(|&t| mask.contains(t)).collect();
+                    for &t in &text {
+                        let mut next = plain.clone();
+                        if next.commit(t).is_err() {
+                            continue;
+                        }
+                        if mask.contains(t) {
+                            assert!(
+                                completable(&next, left - 1, &text),
+                                "{spec:?}: token {t} allowed with {left} left but cannot finish"
+                            );
+                        } else {
+                            let mut probe = m.clone();
+                            assert!(
+                                matches!(probe.commit(t), Err(MaskError::OverBudget { .. })),
+                                "{spec:?}: commit of a token the budget forbids"
+                            );
+                        }
+                    }
+                    if allowed.is_empty() {
+                        assert!(m.is_accepting(), "{spec:?}: dead end under budget {budget}");
+                        break;
+                    }
+                    let t = allowed[rng.random_range(0..allowed.len())];
+                    m.commit(t).unwrap();
+                    plain.commit(t).unwrap();
+                }
+            }
+        }
+    }
+}
