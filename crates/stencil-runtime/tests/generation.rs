@@ -304,7 +304,6 @@ fn constrained_sampling_is_valid_json() {
     let validator = jsonschema::validator_for(&schema).unwrap();
     let constraint = constraint_for(&schema);
     let prompt = chat_prompt("Name a city and rank it from 1 to 10, as JSON.");
-    let mut finished = 0;
     for seed in 0..4 {
         let params = GenerateParams {
             max_tokens: 80,
@@ -317,29 +316,29 @@ fn constrained_sampling_is_valid_json() {
             ..Default::default()
         };
         let g = run(&prompt, &params);
-        if g.finish_reason == FinishReason::Stop {
-            finished += 1;
-            let v: serde_json::Value =
-                serde_json::from_str(&g.text).unwrap_or_else(|e| panic!("{:?}: {e}", g.text));
-            assert!(validator.is_valid(&v), "invalid: {}", g.text);
-        }
+        // Under the budget every output ends complete.
+        assert_eq!(g.finish_reason, FinishReason::Stop, "{:?}", g.text);
+        let v: serde_json::Value =
+            serde_json::from_str(&g.text).unwrap_or_else(|e| panic!("{:?}: {e}", g.text));
+        assert!(validator.is_valid(&v), "invalid: {}", g.text);
     }
-    assert!(
-        finished >= 2,
-        "only {finished} of 4 sampled outputs finished within 80 tokens"
-    );
-    let cut = run(
+    // A budget below the shortest output is refused before generating, naming the minimum.
+    let m = model();
+    let err = generate(
+        m.model.as_ref(),
+        &m.tokenizer,
         &prompt,
         &GenerateParams {
             max_tokens: 3,
             constraint: Some(constraint),
             ..Default::default()
         },
-    );
-    assert_eq!(cut.finish_reason, FinishReason::Length);
+        |_| {},
+    )
+    .err()
+    .expect("a 3-token budget is too small");
     assert!(
-        serde_json::from_str::<serde_json::Value>(&cut.text).is_err(),
-        "{:?} is not a complete value",
-        cut.text
+        matches!(err, RuntimeError::BudgetTooSmall { needed: Some(n), max_tokens: 3 } if n > 3),
+        "{err:?}"
     );
 }
