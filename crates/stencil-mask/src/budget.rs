@@ -311,9 +311,9 @@ impl Matcher {
                     bytes = bytes.min(memo.bytes(inner, &self.arena, c)?);
                 }
                 widest = widest.max(if every_byte { bytes } else { u32::MAX });
-                if !(every_byte && bytes <= room)
-                    && !memo.fits(inner, constraint, &self.arena, &next, room)?
-                {
+                let fits = (every_byte && bytes <= room)
+                    || memo.fits(inner, constraint, &self.arena, &next, room)?;
+                if !fits {
                     for &t in tokens {
                         if mask.contains(t) {
                             mask.remove(t);

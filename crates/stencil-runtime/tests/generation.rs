@@ -335,8 +335,7 @@ fn constrained_sampling_is_valid_json() {
         },
         |_| {},
     )
-    .err()
-    .expect("a 3-token budget is too small");
+    .expect_err("a 3-token budget is too small");
     assert!(
         matches!(err, RuntimeError::BudgetTooSmall { needed: Some(n), max_tokens: 3 } if n > 3),
         "{err:?}"
