@@ -196,10 +196,7 @@ impl ChatEngine {
             let max_tokens = params
                 .max_tokens
                 .min(context.saturating_sub(prompt.tokens.len()));
-            match c.matcher()?.min_tokens_to_finish()? {
-                Some(n) if n <= max_tokens => {}
-                needed => return Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
-            }
+            crate::generate::budgeted_matcher(c, max_tokens)?;
         }
         params.constraint = constraint;
         Ok(Prepared {

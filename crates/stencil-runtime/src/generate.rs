@@ -158,11 +158,7 @@ impl<'m> Generator<'m> {
         let max_tokens = params.max_tokens.min(context - prompt.len());
         let mut matcher = match &params.constraint {
             Some(c) => {
-                let mut m = c.matcher()?;
-                match m.min_tokens_to_finish()? {
-                    Some(n) if n <= max_tokens => {}
-                    needed => return Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
-                }
+                let mut m = budgeted_matcher(c, max_tokens)?;
                 m.set_token_budget(Some(max_tokens));
                 Some(m)
             }
@@ -384,6 +380,17 @@ impl Iterator for Generator<'_> {
     type Item = Result<String>;
     fn next(&mut self) -> Option<Self::Item> {
         self.next_chunk().transpose()
+    }
+}
+
+/// A matcher at the start of `constraint`, or [`RuntimeError::BudgetTooSmall`] when its
+/// shortest output does not fit in `max_tokens` (the one check of generation and of
+/// `ChatEngine::prepare`).
+pub fn budgeted_matcher(constraint: &Arc<Constraint>, max_tokens: usize) -> Result<Matcher> {
+    let mut m = constraint.matcher()?;
+    match m.min_tokens_to_finish()? {
+        Some(n) if n <= max_tokens => Ok(m),
+        needed => Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
     }
 }
 
