@@ -3,6 +3,8 @@
 //! never allows a token after which no completion fits (exhaustive search on a tiny
 //! vocabulary), and the shortest known completion is never forbidden.
 
+mod common;
+
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -12,18 +14,9 @@ use stencil_grammar::{compile, Constraint as Spec, Options};
 use stencil_mask::{Constraint, Limits, MaskError, Matcher, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
-/// The default model's tokenizer from ../shared/data, or `None` (with a notice) without it.
+/// The default model's vocabulary (EOS `<|im_end|>`), or `None` without ../shared/data.
 fn smollm2_vocab() -> Option<Vocab> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
-    if !path.exists() {
-        eprintln!(
-            "NOTICE: {} not found; skipping (needs ../shared/data)",
-            path.display()
-        );
-        return None;
-    }
-    let tok = tokenizers::Tokenizer::from_file(&path).expect("tokenizer");
+    let tok = common::smollm2_tokenizer()?;
     Some(Vocab::from_tokenizer(&tok, vec![2]).expect("vocab"))
 }
 

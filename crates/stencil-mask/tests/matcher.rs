@@ -2,8 +2,11 @@
 //! generation under JSON Schemas validated by the `jsonschema` crate, and the API contract
 //! (EOS, special tokens, rollback, forced bytes and tokens, errors, limits).
 
+mod common;
+
 use std::sync::Arc;
 
+use common::smollm2_tokenizer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use regex_automata::dfa::{dense, Automaton};
@@ -196,20 +199,6 @@ fn forced_bytes_follow_the_schema() {
         String::from_utf8(m.forced_bytes().unwrap()).unwrap(),
         "{\"name\":\""
     );
-}
-
-/// The default model's tokenizer from ../shared/data, or `None` (with a notice) without it.
-fn smollm2_tokenizer() -> Option<tokenizers::Tokenizer> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/tokenizers/smollm2-135m-instruct/tokenizer.json");
-    if !path.exists() {
-        eprintln!(
-            "NOTICE: {} not found; skipping (needs ../shared/data)",
-            path.display()
-        );
-        return None;
-    }
-    Some(tokenizers::Tokenizer::from_file(&path).expect("tokenizer"))
 }
 
 /// Fast-forward with a real tokenizer: the forced text tokenized as the tokenizer writes it,
