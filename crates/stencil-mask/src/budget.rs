@@ -8,17 +8,29 @@
 //! token of that tokenization leaves its rest), so a walk that follows a budgeted mask can
 //! always finish, and a step never dead-ends.
 //!
-//! Checking every allowed token is a walk over the vocabulary trie; it is skipped when a
-//! cached bound (the longest completion, in bytes, after any token allowed from the same
-//! parses) already fits, which is every step except those near the end of the budget, as long
-//! as every byte is a token of its own (then `n` bytes never take more than `n` tokens).
+//! Checking every allowed token must not cost a vocabulary walk per step. Tokens that stay in
+//! the current rule leave the stack as it is, so they are judged by where they end: each DFA
+//! state caches its local tokens grouped by end state (almost all of them end in one state
+//! inside a free string), and one judgement per group covers them all. Only tokens that call
+//! or return (the rule's exits, already walked by the mask) are judged one by one. Judging
+//! first tries a cheap upper bound, the sum of each stack frame's own fewest tokens (cached
+//! per DFA state; tokenizations concatenate, so the sum bounds the whole), and spells the
+//! whole completion only when that bound does not fit. Per set of parses the largest bound
+//! after any token is cached, so far from the end of the budget a step costs one lookup.
+
+mod ends;
+
+pub(crate) use ends::BudgetCache;
 
 use crate::completion::NEVER;
 use crate::constraint::{Constraint, Inner};
+use crate::dfa::DEAD;
 use crate::hash::FxHashMap;
 use crate::matcher::{Config, Configs, Stepper, NONE};
 use crate::trie::FULL;
-use crate::{MaskError, Matcher, TokenSet};
+use crate::{MaskError, Matcher, TokenSet, TokenTrie};
+use ends::{Group, LocalEnds};
+use std::sync::Arc;
 
 /// A matcher's token budget.
 #[derive(Debug, Clone)]
@@ -27,128 +39,79 @@ pub(crate) struct Budget {
     limit: usize,
     /// The matcher's committed-token count when the budget was set.
     base: usize,
-    /// Per set of parses (DFA states of every stack frame): the longest completion, in bytes,
-    /// after any token allowed from it (`u32::MAX`: always walk).
-    widest: FxHashMap<Box<[u32]>, u32>,
+    /// Per set of parses: an upper bound on the tokens needed after any token allowed from
+    /// it. Stack nodes of committed parses are never rewritten, so a parse's `(state, stack
+    /// node)` names the same stack for the matcher's life.
+    widest: FxHashMap<Configs, u32>,
     /// Set once the budget removed a token the constraint itself allowed.
     restricted: bool,
 }
 
-/// Memos of one budget computation, keyed by `(state, stack node)`.
-#[derive(Default)]
-struct Memo {
-    bytes: FxHashMap<Config, u32>,
-    tokens: FxHashMap<Config, u32>,
-}
-
-/// Completion length in bytes of parse `c` ([`NEVER`] if it cannot finish).
-fn parse_bytes(inner: &mut Inner, arena: &[(u32, u32)], c: Config) -> Result<u32, MaskError> {
-    let (mut s, mut p) = c;
-    let mut total = 0u32;
-    loop {
-        let n = inner.completions.len(&mut inner.dfa, s)?;
-        if n == NEVER {
-            return Ok(NEVER);
-        }
-        total = total.saturating_add(n).min(NEVER - 1);
-        if p == NONE {
-            return Ok(total);
-        }
-        (s, p) = arena[p as usize];
-    }
-}
-
-/// Fewest tokens that finish parse `c` along its shortest completion ([`NEVER`] if none).
-fn parse_tokens(
-    inner: &mut Inner,
-    constraint: &Constraint,
-    arena: &[(u32, u32)],
-    c: Config,
-) -> Result<u32, MaskError> {
-    let bytes = parse_bytes(inner, arena, c)?;
-    if bytes == 0 || bytes == NEVER {
-        return Ok(bytes);
-    }
-    let mut text = Vec::with_capacity(bytes as usize);
+/// The DFA states of every frame of parse `c`.
+fn frames(c: Config, arena: &[(u32, u32)], key: &mut Vec<u32>) {
     let (mut s, mut p) = c;
     loop {
-        inner.completions.write(s, &mut text, bytes as usize)?;
+        key.push(s);
         if p == NONE {
             break;
         }
         (s, p) = arena[p as usize];
     }
-    Ok(constraint.trie.min_tokens(&text).unwrap_or(NEVER))
 }
 
-impl Memo {
-    fn bytes(
-        &mut self,
-        inner: &mut Inner,
-        arena: &[(u32, u32)],
-        c: Config,
-    ) -> Result<u32, MaskError> {
-        if let Some(&n) = self.bytes.get(&c) {
-            return Ok(n);
-        }
-        let n = parse_bytes(inner, arena, c)?;
-        self.bytes.insert(c, n);
-        Ok(n)
-    }
+/// Judgements of one step: exact token counts by parse signature.
+#[derive(Default)]
+struct Judge {
+    exact: FxHashMap<Box<[u32]>, u32>,
+    key: Vec<u32>,
+}
 
-    fn tokens(
-        &mut self,
-        inner: &mut Inner,
-        constraint: &Constraint,
-        arena: &[(u32, u32)],
-        c: Config,
-    ) -> Result<u32, MaskError> {
-        if let Some(&n) = self.tokens.get(&c) {
-            return Ok(n);
-        }
-        let n = parse_tokens(inner, constraint, arena, c)?;
-        self.tokens.insert(c, n);
-        Ok(n)
-    }
-
-    /// True if some parse of `configs` can finish in at most `room` tokens.
+impl Judge {
+    /// Whether some parse of `configs` finishes in at most `room` tokens, and the smallest
+    /// upper bound on the tokens they need.
     fn fits(
         &mut self,
         inner: &mut Inner,
-        constraint: &Constraint,
+        trie: &TokenTrie,
         arena: &[(u32, u32)],
         configs: &[Config],
         room: u32,
-    ) -> Result<bool, MaskError> {
-        let every_byte = constraint.trie.every_byte();
+    ) -> Result<(bool, u32), MaskError> {
+        let mut upper = NEVER;
         for &c in configs {
-            if every_byte && self.bytes(inner, arena, c)? <= room {
-                return Ok(true);
-            }
+            upper = upper.min(inner.upper_tokens(trie, arena, c)?);
+        }
+        if upper <= room {
+            return Ok((true, upper));
         }
         for &c in configs {
-            if self.tokens(inner, constraint, arena, c)? <= room {
-                return Ok(true);
+            self.key.clear();
+            frames(c, arena, &mut self.key);
+            let n = match self.exact.get(self.key.as_slice()) {
+                Some(&n) => n,
+                None => {
+                    let n = inner.exact_tokens(trie, arena, c)?;
+                    self.exact.insert(self.key.as_slice().into(), n);
+                    n
+                }
+            };
+            if n <= room {
+                return Ok((true, upper));
             }
         }
-        Ok(false)
+        Ok((false, upper))
     }
 }
 
-/// The DFA states of every frame of every parse, the key of [`Budget::widest`].
-fn signature(configs: &[Config], arena: &[(u32, u32)]) -> Box<[u32]> {
-    let mut key = Vec::new();
-    for &(mut s, mut p) in configs {
-        loop {
-            key.push(s);
-            if p == NONE {
-                break;
-            }
-            (s, p) = arena[p as usize];
-        }
-        key.push(u32::MAX);
-    }
-    key.into()
+/// What one step's budget check found.
+#[derive(Default)]
+struct Verdicts {
+    /// Per parse: whether each local end state fits.
+    ends: Vec<(Arc<LocalEnds>, FxHashMap<u32, bool>)>,
+    /// Per token reached through a call or return: whether some such path fits.
+    exits: FxHashMap<u32, bool>,
+    /// Largest upper bound after any token.
+    widest: u32,
 }
 
 impl Matcher {
@@ -195,7 +158,7 @@ impl Matcher {
         inner.dfa.refuel(constraint.limits.max_work_per_step);
         let mut best = NEVER;
         for &c in &self.configs {
-            best = best.min(parse_tokens(inner, &constraint, &self.arena, c)?);
+            best = best.min(inner.exact_tokens(&constraint.trie, &self.arena, c)?);
         }
         Ok((best != NEVER).then_some(best as usize))
     }
@@ -214,8 +177,10 @@ impl Matcher {
             return Ok(false);
         }
         let room = (left - 1).min(NEVER as usize - 1) as u32;
-        let constraint = self.constraint().clone();
-        Memo::default().fits(inner, &constraint, &self.arena, next, room)
+        let trie = self.constraint().trie.clone();
+        Ok(Judge::default()
+            .fits(inner, &trie, &self.arena, next, room)?
+            .0)
     }
 
     /// Removes from `mask` (the constraint's mask for this step) every text token after which
@@ -231,100 +196,232 @@ impl Matcher {
         let constraint = self.constraint().clone();
         let trie = &constraint.trie;
         if left == 0 {
-            let eos: Vec<u32> = trie
-                .eos_ids()
-                .iter()
-                .copied()
-                .filter(|&e| mask.contains(e))
-                .collect();
-            let text = mask.count() > eos.len();
-            mask.clear();
-            for e in eos {
-                mask.insert(e);
-            }
+            let text = mask.count() > trie.eos_ids().iter().filter(|&&e| mask.contains(e)).count();
+            keep_only(mask, trie, &[]);
             if let (true, Some(b)) = (text, self.budget.as_mut()) {
                 b.restricted = true;
             }
             return Ok(());
         }
         let room = (left - 1).min(NEVER as usize - 1) as u32;
-        let key = signature(&self.configs, &self.arena);
         if let Some(b) = &self.budget {
-            if b.widest.get(&key).is_some_and(|&w| w <= room) {
+            if b.widest.get(&self.configs).is_some_and(|&w| w <= room) {
                 return Ok(());
             }
         }
+        // One parse whose tokens all stay in its rule (inside a string, say): the state's own
+        // bound plus the stack's settles it without judging a group.
+        if let [(s, p)] = self.configs[..] {
+            let ends = inner.local_ends(s, trie, &constraint.limits)?;
+            if ends.exits.is_empty() {
+                let stack = match p {
+                    NONE => 0,
+                    p => inner.upper_tokens(trie, &self.arena, self.arena[p as usize])?,
+                };
+                if ends.widest.saturating_add(stack) <= room {
+                    return Ok(());
+                }
+            }
+        }
         let arena_len = self.arena.len();
-        let walked = self.budget_walk(inner, &constraint, mask, room);
+        let judged = self.judge_step(inner, &constraint, mask, room);
         self.arena.truncate(arena_len);
-        let (widest, removed) = walked?;
+        let v = judged?;
+        let removed = self.apply_verdicts(inner, &constraint, mask, &v)?;
         if let Some(b) = self.budget.as_mut() {
             b.restricted |= removed;
-            b.widest.insert(key, widest);
+            b.widest.insert(self.configs.clone(), v.widest);
         }
         Ok(())
     }
 
-    /// Walks every token allowed from the current parses; removes those that leave more than
-    /// `room` tokens to finish. Returns the longest completion in bytes after any allowed
-    /// token (`u32::MAX` when bytes do not bound tokens) and whether a token was removed.
-    fn budget_walk(
+    /// Judges every local end state and every exit token of the current parses.
+    fn judge_step(
         &mut self,
         inner: &mut Inner,
         constraint: &Constraint,
-        mask: &mut TokenSet,
+        mask: &TokenSet,
         room: u32,
-    ) -> Result<(u32, bool), MaskError> {
-        let trie = &constraint.trie.tries[FULL];
-        let every_byte = constraint.trie.every_byte();
-        let mut memo = Memo::default();
-        let mut widest = 0u32;
-        let mut removed = false;
+    ) -> Result<Verdicts, MaskError> {
+        let trie = &constraint.trie;
+        let mut judge = Judge::default();
+        let mut v = Verdicts::default();
+        for c in self.configs.clone() {
+            let ends = inner.local_ends(c.0, trie, &constraint.limits)?;
+            let mut by_end = FxHashMap::default();
+            let main = (ends.main != NONE).then_some(ends.main);
+            for end in main.into_iter().chain(ends.others.iter().map(|g| g.0)) {
+                if by_end.contains_key(&end) {
+                    continue;
+                }
+                let (ok, upper) = judge.fits(inner, trie, &self.arena, &[(end, c.1)], room)?;
+                v.widest = v.widest.max(upper);
+                by_end.insert(end, ok);
+            }
+            for &(node, s) in &ends.exits {
+                let exit = (ends.trie, node);
+                self.judge_exit(
+                    inner,
+                    constraint,
+                    &mut judge,
+                    exit,
+                    (s, c.1),
+                    mask,
+                    room,
+                    &mut v,
+                )?;
+            }
+            v.ends.push((ends, by_end));
+        }
+        Ok(v)
+    }
+
+    /// Judges every token that continues below `exit` (a trie and its node) through a call
+    /// or return, where parse `c` stands after the node's bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_exit(
+        &mut self,
+        inner: &mut Inner,
+        constraint: &Constraint,
+        judge: &mut Judge,
+        (trie, node): (usize, u32),
+        c: Config,
+        mask: &TokenSet,
+        room: u32,
+        v: &mut Verdicts,
+    ) -> Result<(), MaskError> {
+        let trie = &constraint.trie.tries[trie];
+        let end = trie.nodes[node as usize].subtree_end as usize;
         let mut levels: Vec<(u32, Configs)> = Vec::new();
         let mut next = Configs::new();
-        let mut i = 1usize;
-        while i < trie.nodes.len() {
+        let mut i = node as usize + 1;
+        while i < end {
             while levels.last().is_some_and(|(e, _)| *e as usize <= i) {
                 levels.pop();
             }
-            let node = trie.nodes[i];
-            let parents = match levels.last() {
-                Some((_, p)) => p.clone(),
-                None => self.configs.clone(),
-            };
+            let n = trie.nodes[i];
+            next.clear();
             {
                 let mut st = Stepper {
                     dfa: &mut inner.dfa,
                     arena: &mut self.arena,
                     limits: &constraint.limits,
                 };
-                st.step_all(&parents, node.byte, &mut next)?;
-            }
-            if next.is_empty() {
-                i = node.subtree_end as usize;
-                continue;
-            }
-            let tokens = trie.node_tokens(i);
-            if !tokens.is_empty() {
-                let mut bytes = NEVER;
-                for &c in &next {
-                    bytes = bytes.min(memo.bytes(inner, &self.arena, c)?);
-                }
-                widest = widest.max(if every_byte { bytes } else { u32::MAX });
-                let fits = (every_byte && bytes <= room)
-                    || memo.fits(inner, constraint, &self.arena, &next, room)?;
-                if !fits {
-                    for &t in tokens {
-                        if mask.contains(t) {
-                            mask.remove(t);
-                            removed = true;
+                match levels.last() {
+                    None => st.step(c, n.byte, &mut next, false, 0)?,
+                    Some((_, parents)) => {
+                        for p in parents.clone() {
+                            st.step(p, n.byte, &mut next, true, 0)?;
                         }
                     }
                 }
             }
-            levels.push((node.subtree_end, next.clone()));
+            if next.is_empty() {
+                i = n.subtree_end as usize;
+                continue;
+            }
+            let tokens = trie.node_tokens(i);
+            if tokens.iter().any(|&t| mask.contains(t)) {
+                let (ok, upper) = judge.fits(inner, &constraint.trie, &self.arena, &next, room)?;
+                v.widest = v.widest.max(upper);
+                for &t in tokens {
+                    *v.exits.entry(t).or_insert(false) |= ok;
+                }
+            }
+            levels.push((n.subtree_end, next.clone()));
             i += 1;
         }
-        Ok((widest, removed))
+        Ok(())
+    }
+
+    /// Removes from `mask` the tokens no parse lets finish in the budget; true if any was
+    /// removed.
+    fn apply_verdicts(
+        &self,
+        inner: &mut Inner,
+        constraint: &Constraint,
+        mask: &mut TokenSet,
+        v: &Verdicts,
+    ) -> Result<bool, MaskError> {
+        let trie = &constraint.trie;
+        let main_fits = |(e, by_end): &(Arc<LocalEnds>, FxHashMap<u32, bool>)| {
+            e.main == NONE || by_end[&e.main]
+        };
+        if v.ends.iter().all(main_fits) {
+            // Few tokens can fail: those of the other end states and the exit tokens.
+            let failing = v.ends.iter().flat_map(|(e, by_end)| {
+                e.others
+                    .iter()
+                    .filter(|g| !by_end[&g.0])
+                    .flat_map(|g| g.1.tokens(trie, &trie.tries[e.trie].tokens))
+            });
+            let exit_failing = v.exits.iter().filter(|e| !e.1).map(|e| *e.0);
+            let mut removed = false;
+            for t in failing.chain(exit_failing).collect::<Vec<_>>() {
+                if mask.contains(t) && !self.keeps(inner, trie, v, t)? {
+                    mask.remove(t);
+                    removed = true;
+                }
+            }
+            return Ok(removed);
+        }
+        // Most local tokens fail: list the ones that fit.
+        let mut keep: Vec<u32> = v.exits.iter().filter(|e| *e.1).map(|e| *e.0).collect();
+        for (c, (e, by_end)) in self.configs.iter().zip(&v.ends) {
+            for g in e.others.iter().filter(|g| by_end[&g.0]) {
+                keep.extend(g.1.tokens(trie, &trie.tries[e.trie].tokens));
+            }
+            if e.main != NONE && by_end[&e.main] {
+                // Another parse's main group fits: list it (rare: an ambiguous grammar).
+                let (groups, _) = inner.walk_ends(c.0, trie, FULL)?;
+                let full = &trie.tries[FULL].tokens;
+                for (_, ranges) in groups.iter().filter(|g| g.0 == e.main) {
+                    keep.extend(Group::Walked(ranges.clone()).tokens(trie, full));
+                }
+            }
+        }
+        let before = mask.count();
+        keep_only(mask, trie, &keep);
+        Ok(mask.count() != before)
+    }
+
+    /// True if some parse lets token `t` finish within the budget.
+    fn keeps(
+        &self,
+        inner: &mut Inner,
+        trie: &TokenTrie,
+        v: &Verdicts,
+        t: u32,
+    ) -> Result<bool, MaskError> {
+        if v.exits.get(&t) == Some(&true) {
+            return Ok(true);
+        }
+        for (c, (_, by_end)) in self.configs.iter().zip(&v.ends) {
+            let mut s = c.0;
+            for &b in trie.token_bytes(t) {
+                s = inner.dfa.next(s, b)?;
+                if s == DEAD {
+                    break;
+                }
+            }
+            if s != DEAD && by_end.get(&s) == Some(&true) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Keeps in `mask` only the tokens of `keep` and the end-of-sequence ids.
+fn keep_only(mask: &mut TokenSet, trie: &TokenTrie, keep: &[u32]) {
+    let kept: Vec<u32> = keep
+        .iter()
+        .chain(trie.eos_ids())
+        .copied()
+        .filter(|&t| mask.contains(t))
+        .collect();
+    mask.clear();
+    for t in kept {
+        mask.insert(t);
     }
 }

@@ -10,12 +10,15 @@
 //! strings consistent: writing the first token of a completion's tokenization leaves exactly
 //! the rest of that tokenization to write.
 //!
-//! Lengths come from a forward Dijkstra search over the lazily built automaton (byte edges cost
-//! one, a call edge costs the callee's length), stopping at accepting states and at states
-//! whose length is already known; every state on the path found is memoized.
+//! Lengths come from a search over the lazily built automaton guided by the NFA's lower bounds
+//! (`LazyDfa::lower`): first a dive that follows bytes lowering the bound by one, which ends
+//! along a shortest completion wherever the bound is exact (JSON literals, strings, explicit
+//! machines) and builds one state per byte; else A* (byte edges cost one, a call edge costs
+//! the callee's length), stopping at accepting states and at states whose length is already
+//! known. Every state on the path found is memoized.
 
 use crate::dfa::{LazyDfa, DEAD};
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::MaskError;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -26,6 +29,10 @@ const UNKNOWN: u32 = u32::MAX;
 pub(crate) const NEVER: u32 = u32::MAX - 1;
 /// Being computed (a recursive rule's start, reached again through its own calls).
 const IN_PROGRESS: u32 = u32::MAX - 2;
+
+/// Heap entry kinds of the search (see `Completions::astar`).
+const FINISH: u8 = 0;
+const EXPAND: u8 = 1;
 
 /// The first move of a state's shortest completion.
 #[derive(Debug, Clone, Copy)]
@@ -69,14 +76,18 @@ impl Completions {
         }
     }
 
-    /// Dijkstra from `root` to the nearest accepting (or already solved) state.
+    /// The shortest completion of `root`: a dive, else A* to the nearest accepting (or already
+    /// solved) state.
     fn search(&mut self, dfa: &mut LazyDfa, root: u32) -> Result<u32, MaskError> {
         if dfa.accepting(root) {
             self.set(root, 0, Move::Accept);
             return Ok(0);
         }
+        if let Some(n) = self.dive(dfa, root)? {
+            return Ok(n);
+        }
         self.len[root as usize] = IN_PROGRESS;
-        let result = self.dijkstra(dfa, root);
+        let result = self.astar(dfa, root);
         if self.len[root as usize] == IN_PROGRESS {
             // No path memoized the root: it cannot complete, unless a recursive call was cut
             // (or the search failed), when nothing is known yet.
@@ -88,49 +99,100 @@ impl Completions {
         result.map(|(n, _)| n)
     }
 
+    /// Follows the lower bounds of [`LazyDfa::lower`] down from `root`: a byte whose
+    /// successor's bound is one less at every step. Reaching the end of the rule that way
+    /// matches the root's bound, so the path is a shortest completion (its states are
+    /// memoized); where a bound is not exact the dive gives up (`None`) for the full search.
+    fn dive(&mut self, dfa: &mut LazyDfa, root: u32) -> Result<Option<u32>, MaskError> {
+        let (total, _) = dfa.lower(root);
+        if total >= IN_PROGRESS {
+            return Ok(None);
+        }
+        let mut path: Vec<(u32, u8, u32)> = Vec::new();
+        let (mut x, mut h) = (root, total);
+        while !dfa.accepting(x) {
+            self.grow(dfa.num_states());
+            if x != root {
+                match self.len[x as usize] {
+                    UNKNOWN => {}
+                    n if n == h => break,
+                    _ => return Ok(None),
+                }
+            }
+            if h == 0 {
+                return Ok(None);
+            }
+            let Some((b, t)) = Self::step_down(dfa, x, h)? else {
+                return Ok(None);
+            };
+            path.push((x, b, t));
+            (x, h) = (t, h - 1);
+        }
+        if h != 0 && dfa.accepting(x) {
+            return Ok(None);
+        }
+        self.grow(dfa.num_states());
+        if dfa.accepting(x) && self.len[x as usize] == UNKNOWN {
+            self.set(x, 0, Move::Accept);
+        }
+        for (i, &(s, b, t)) in path.iter().enumerate() {
+            self.set(s, total - i as u32, Move::Byte(b, t));
+        }
+        Ok(Some(total))
+    }
+
+    /// A byte from `x` (bound `h`) to a state whose bound is `h - 1`: the bound's own byte
+    /// first, then every byte class.
+    fn step_down(dfa: &mut LazyDfa, x: u32, h: u32) -> Result<Option<(u8, u32)>, MaskError> {
+        if let (_, Some(b)) = dfa.lower(x) {
+            let t = dfa.next(x, b)?;
+            if t != DEAD && dfa.lower(t).0 == h - 1 {
+                return Ok(Some((b, t)));
+            }
+        }
+        let mut b = 0u16;
+        while b <= 255 {
+            let t = dfa.next(x, b as u8)?;
+            if t != DEAD && dfa.lower(t).0 == h - 1 {
+                return Ok(Some((b as u8, t)));
+            }
+            b = dfa.class_end(b as u8) as u16 + 1;
+        }
+        Ok(None)
+    }
+
     /// The root's length, and whether a recursive call was left out on the way.
-    fn dijkstra(&mut self, dfa: &mut LazyDfa, root: u32) -> Result<(u32, bool), MaskError> {
-        // Settled distance and the edge that reached each state.
+    fn astar(&mut self, dfa: &mut LazyDfa, root: u32) -> Result<(u32, bool), MaskError> {
+        // Best known distance and the edge that reached each state; states expanded.
         let mut dist: FxHashMap<u32, u32> = FxHashMap::default();
         let mut from: FxHashMap<u32, (u32, Move)> = FxHashMap::default();
-        // (distance, state, finish): a finish entry ends the search through an already
-        // solved state.
-        let mut heap: BinaryHeap<Reverse<(u32, u32, bool)>> = BinaryHeap::new();
+        let mut closed: FxHashSet<u32> = FxHashSet::default();
+        // (distance + lower bound, kind, state): A* with the consistent bounds of
+        // `LazyDfa::lower`. A FINISH entry (exact total) ends the search through an accepting
+        // or already solved state; at equal priority it comes first, so nothing at the
+        // answer's priority is expanded (expanding builds every successor).
+        let mut heap: BinaryHeap<Reverse<(u32, u8, u32)>> = BinaryHeap::new();
         dist.insert(root, 0);
-        heap.push(Reverse((0, root, false)));
+        heap.push(Reverse((dfa.lower(root).0, EXPAND, root)));
         let mut cut = false;
         let mut found: Option<(u32, u32)> = None;
-        while let Some(Reverse((d, u, finish))) = heap.pop() {
-            if finish {
-                found = Some((d, u));
+        let mut edges: Vec<(u32, u32, Move)> = Vec::new();
+        while let Some(Reverse((f, kind, u))) = heap.pop() {
+            if kind == FINISH {
+                found = Some((f, u));
                 break;
             }
-            if dist.get(&u).is_some_and(|&x| x < d) {
+            if !closed.insert(u) {
                 continue;
             }
-            if u != root {
-                let known = self.len.get(u as usize).copied().unwrap_or(UNKNOWN);
-                if dfa.accepting(u) || (known != UNKNOWN && known != IN_PROGRESS) {
-                    let rest = if dfa.accepting(u) { 0 } else { known };
-                    if rest != NEVER {
-                        heap.push(Reverse((d.saturating_add(rest), u, true)));
-                    }
-                    continue;
-                }
-            }
-            let mut relax = |t: u32, nd: u32, mv: Move, heap: &mut BinaryHeap<_>| {
-                if dist.get(&t).is_none_or(|&x| nd < x) {
-                    dist.insert(t, nd);
-                    from.insert(t, (u, mv));
-                    heap.push(Reverse((nd, t, false)));
-                }
-            };
+            let d = dist[&u];
+            edges.clear();
             let mut b = 0u16;
             while b <= 255 {
                 let end = dfa.class_end(b as u8);
                 let t = dfa.next(u, b as u8)?;
                 if t != DEAD {
-                    relax(t, d + 1, Move::Byte(b as u8, t), &mut heap);
+                    edges.push((t, d + 1, Move::Byte(b as u8, t)));
                 }
                 b = end as u16 + 1;
             }
@@ -146,16 +208,32 @@ impl Completions {
                         UNKNOWN => self.search(dfa, start)?,
                         n => n,
                     };
-                    if callee == NEVER {
-                        continue;
+                    if callee != NEVER {
+                        edges.push((ret, d.saturating_add(callee), Move::Call(start, ret)));
                     }
-                    relax(
-                        ret,
-                        d.saturating_add(callee),
-                        Move::Call(start, ret),
-                        &mut heap,
-                    );
                 }
+            }
+            for &(t, nd, mv) in &edges {
+                if closed.contains(&t) || dist.get(&t).is_some_and(|&x| x <= nd) {
+                    continue;
+                }
+                let known = self.len.get(t as usize).copied().unwrap_or(UNKNOWN);
+                let entry = if dfa.accepting(t) {
+                    (nd, FINISH)
+                } else if known == NEVER {
+                    continue;
+                } else if known != UNKNOWN && known != IN_PROGRESS {
+                    (nd.saturating_add(known), FINISH)
+                } else {
+                    match dfa.lower(t).0 {
+                        // No item of `t` can finish its rule.
+                        UNKNOWN => continue,
+                        h => (nd.saturating_add(h), EXPAND),
+                    }
+                };
+                dist.insert(t, nd);
+                from.insert(t, (u, mv));
+                heap.push(Reverse((entry.0, entry.1, t)));
             }
         }
         self.grow(dfa.num_states());

@@ -1,5 +1,6 @@
 //! [`Constraint`]: a grammar compiled against one vocabulary, shared by all its matchers.
 
+use crate::budget::BudgetCache;
 use crate::completion::Completions;
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
@@ -57,6 +58,8 @@ pub(crate) struct Inner {
     pub dfa: LazyDfa,
     /// Shortest completions of DFA states (for token budgets).
     pub completions: Completions,
+    /// Per-state data of token budgets.
+    pub budget: BudgetCache,
     /// Plain-text depth per DFA state (see `plain_depth`).
     pub depth: Vec<u32>,
     /// States whose depth is exact: past it, every plain character dies.
@@ -112,6 +115,7 @@ impl Constraint {
             inner: Mutex::new(Inner {
                 dfa,
                 completions: Completions::default(),
+                budget: BudgetCache::default(),
                 depth: Vec::new(),
                 exact: Vec::new(),
                 ctl_dead: Vec::new(),
@@ -284,7 +288,7 @@ fn controls_die(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
 }
 
 /// True if no plain character can even start from `s`.
-fn all_plain_die(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
+pub(crate) fn all_plain_die(dfa: &mut LazyDfa, s: u32) -> Result<bool, MaskError> {
     for seq in PLAIN_SEQUENCES.iter() {
         let (lo, hi) = seq[0];
         let mut b = lo;
@@ -314,7 +318,7 @@ const DEPTH_SEARCH_NEW_STATES: usize = 200;
 impl Inner {
     /// The states one plain character leads to from `s` (`None` if some plain character dies
     /// on the way), computed once per state.
-    fn plain_moves(&mut self, s: u32) -> Result<Option<&[u32]>, MaskError> {
+    pub(crate) fn plain_moves(&mut self, s: u32) -> Result<Option<&[u32]>, MaskError> {
         if self.moves.len() <= s as usize {
             self.moves.resize(s as usize + 1, None);
         }
@@ -328,6 +332,44 @@ impl Inner {
             });
         }
         Ok(self.moves[s as usize].as_ref().and_then(|m| m.as_deref()))
+    }
+
+    /// The one state every plain character leads `s` to, if there is one and no rule can
+    /// call or end there or on the way (inside a string): a token of whole plain characters
+    /// then moves along these states without leaving the rule.
+    pub(crate) fn plain_step(&mut self, s: u32) -> Result<Option<u32>, MaskError> {
+        let next = match self.plain_moves(s)? {
+            Some(&[y]) => y,
+            _ => return Ok(None),
+        };
+        if self.dfa.is_exit(next) {
+            return Ok(None);
+        }
+        for seq in PLAIN_SEQUENCES.iter() {
+            let mut frontier = vec![s];
+            for &(lo, hi) in &seq[..seq.len() - 1] {
+                let mut after = Vec::new();
+                for &x in &frontier {
+                    let mut b = lo;
+                    loop {
+                        let t = self.dfa.next(x, b)?;
+                        if t == DEAD || self.dfa.is_exit(t) {
+                            return Ok(None);
+                        }
+                        if !after.contains(&t) {
+                            after.push(t);
+                        }
+                        let end = self.dfa.class_end(b);
+                        if end >= hi {
+                            break;
+                        }
+                        b = end + 1;
+                    }
+                }
+                frontier = after;
+            }
+        }
+        Ok(Some(next))
     }
 
     /// The largest `k` (capped at the last plain level; `INFINITE` when no plain text can ever

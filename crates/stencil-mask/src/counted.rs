@@ -39,6 +39,8 @@ pub(crate) struct Counted {
     /// plus one: from a state past the minimum and at least this far from the maximum, every
     /// token goes the same way (see [`Counted::canonical`]).
     margin: u64,
+    /// The pattern's distances to acceptance, computed on first use (see [`Counted::lower`]).
+    distances: Option<crate::machine::Distances>,
 }
 
 /// For each pattern state, the numbers of characters of its accepted completions.
@@ -122,6 +124,7 @@ impl Counted {
             limit,
             completions: FxHashMap::default(),
             margin: u64::MAX,
+            distances: None,
         };
         c.lengths = c.completion_lengths()?;
         let longest_shortest = c
@@ -300,6 +303,19 @@ impl Counted {
         };
         self.viable[id as usize] = if ok { 1 } else { 2 };
         ok
+    }
+
+    /// A lower bound on the bytes from `s` to an accepting state: the pattern's own distance,
+    /// one byte per character still short of the minimum, one to finish a started character;
+    /// and the pattern's next byte toward acceptance.
+    pub fn lower(&mut self, s: u32) -> (u32, Option<u8>) {
+        let (p, c, n) = self.states[s as usize];
+        let d = self
+            .distances
+            .get_or_insert_with(|| self.pattern.distances());
+        let (dist, byte) = d.get(p);
+        let short = self.min.saturating_sub(n).max((c != 0) as u32);
+        (dist.max(short), byte)
     }
 
     /// The start state, if any string is accepted at all.

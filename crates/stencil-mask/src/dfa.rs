@@ -39,6 +39,9 @@ pub(crate) struct LazyDfa {
     rule_start: Vec<u32>,
     scratch: Vec<ItemId>,
     limit: usize,
+    /// Per state: a lower bound on the bytes that finish its rule and a byte to start with
+    /// (see [`LazyDfa::lower`]); `UNKNOWN` until computed.
+    lower: Vec<(u32, Option<u8>)>,
 }
 
 impl LazyDfa {
@@ -54,6 +57,7 @@ impl LazyDfa {
             rule_start: vec![UNKNOWN; rules],
             scratch: Vec::new(),
             limit,
+            lower: Vec::new(),
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
@@ -239,6 +243,26 @@ impl LazyDfa {
             self.info[s as usize].calls = Some(calls.into_boxed_slice());
         }
         Ok(self.info[s as usize].calls.as_deref().unwrap_or(&[]))
+    }
+
+    /// A lower bound on the bytes that finish the rule from `s`, and the first byte of a
+    /// completion that meets it where the bound is exact: the smallest of its items' bounds.
+    pub fn lower(&mut self, s: u32) -> (u32, Option<u8>) {
+        if let Some(&l) = self.lower.get(s as usize).filter(|l| l.0 != UNKNOWN) {
+            return l;
+        }
+        let mut best = (UNKNOWN, None);
+        for &i in self.sets[s as usize].iter() {
+            let l = self.nfa.item_lower(i);
+            if l.0 < best.0 || (l.0 == best.0 && best.1.is_none()) {
+                best = l;
+            }
+        }
+        if self.lower.len() <= s as usize {
+            self.lower.resize(self.sets.len(), (UNKNOWN, None));
+        }
+        self.lower[s as usize] = best;
+        best
     }
 
     #[inline]

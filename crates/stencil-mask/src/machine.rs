@@ -23,7 +23,61 @@ pub(crate) struct Machine {
     pub live: Vec<bool>,
 }
 
+/// Per state of a [`Machine`]: bytes to the nearest accepting state (`u32::MAX`: none) and
+/// the first byte of such a shortest path.
+#[derive(Debug)]
+pub(crate) struct Distances {
+    dist: Vec<u32>,
+    byte: Vec<u8>,
+}
+
+impl Distances {
+    /// `(distance, first byte)` of state `s` (no byte at distance 0 or where none).
+    pub fn get(&self, s: u32) -> (u32, Option<u8>) {
+        match self.dist[s as usize] {
+            n @ (0 | u32::MAX) => (n, None),
+            n => (n, Some(self.byte[s as usize])),
+        }
+    }
+}
+
 impl Machine {
+    /// Breadth-first distances to an accepting state over the reversed transitions.
+    pub fn distances(&self) -> Distances {
+        let n = self.num_states();
+        let k = self.nclasses;
+        let mut first_byte = vec![0u8; k];
+        for b in (0..256usize).rev() {
+            first_byte[self.class_of[b] as usize] = b as u8;
+        }
+        let mut preds: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for (c, &byte) in first_byte.iter().enumerate() {
+                let t = self.trans[s * k + c];
+                if t != DEAD {
+                    preds[t as usize].push((s as u32, byte));
+                }
+            }
+        }
+        let mut dist = vec![u32::MAX; n];
+        let mut byte = vec![0u8; n];
+        let mut queue = std::collections::VecDeque::new();
+        for (s, _) in self.accept.iter().enumerate().filter(|a| *a.1) {
+            dist[s] = 0;
+            queue.push_back(s as u32);
+        }
+        while let Some(t) = queue.pop_front() {
+            for &(s, b) in &preds[t as usize] {
+                if dist[s as usize] == u32::MAX {
+                    dist[s as usize] = dist[t as usize] + 1;
+                    byte[s as usize] = b;
+                    queue.push_back(s);
+                }
+            }
+        }
+        Distances { dist, byte }
+    }
+
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> u32 {
         self.trans[s as usize * self.nclasses + self.class_of[b as usize] as usize]

@@ -85,7 +85,7 @@ impl Stepper<'_> {
 
     /// All configurations after byte `b` from `c`; `direct` allows the plain byte move (the
     /// local walk has already covered it when false).
-    fn step(
+    pub fn step(
         &mut self,
         c: Config,
         b: u8,

@@ -11,6 +11,8 @@
 //! `And`, `Not` and explicit DFAs ("machines", [`Machine`]) are determinized, combined and
 //! trimmed when first reached, then stepped as a single item carrying the machine's state.
 
+mod lower;
+
 use crate::counted::Counted;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::machine::{classes_from_boundaries, Machine, DEAD as MDEAD};
@@ -170,6 +172,10 @@ pub(crate) struct Nfa {
     pub class_end: Vec<u8>,
     fuel: u64,
     fuel_limit: u64,
+    /// Memo of lower bounds per continuation (see `lower`).
+    lower_conts: Vec<u32>,
+    /// Distances to acceptance per explicit machine, computed on first use (see `lower`).
+    machine_dist: Vec<Option<Arc<crate::machine::Distances>>>,
 }
 
 impl Nfa {
@@ -217,6 +223,8 @@ impl Nfa {
             class_end: Vec::new(),
             fuel: u64::MAX,
             fuel_limit: u64::MAX,
+            lower_conts: Vec::new(),
+            machine_dist: Vec::new(),
         };
         nfa.cont_ids.insert(Cont::Done, DONE);
         nfa.item_ids.insert(Item::Accept, ACCEPT);

@@ -30,6 +30,8 @@ pub(crate) struct Trie {
     pub tokens: Vec<u32>,
     /// Depth of the deepest node (the longest token's length).
     pub max_depth: usize,
+    /// The root's child for each byte (0: none), the hot lookup of `min_tokens`.
+    root_child: Box<[u32]>,
 }
 
 impl Trie {
@@ -77,7 +79,14 @@ impl Trie {
             nodes[n].subtree_end = end;
         }
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
+        let mut root_child = vec![0u32; 256].into_boxed_slice();
+        let mut c = 1usize;
+        while c < nodes.len() {
+            root_child[nodes[c].byte as usize] = c as u32;
+            c = nodes[c].subtree_end as usize;
+        }
         Self {
+            root_child,
             nodes,
             tokens,
             max_depth,
@@ -91,6 +100,12 @@ impl Trie {
 
     /// The child of node `n` on byte `b` (children are in byte order).
     fn child(&self, n: usize, b: u8) -> Option<usize> {
+        if n == 0 {
+            return match self.root_child[b as usize] {
+                0 => None,
+                c => Some(c as usize),
+            };
+        }
         let end = self.nodes[n].subtree_end as usize;
         let mut c = n + 1;
         while c < end {
@@ -139,6 +154,11 @@ pub struct TokenTrie {
     pub(crate) levels: Vec<Level>,
     /// `plain_upto[d]`: the plain tokens of at most `d` characters, for `d <= MAX_EXACT_DEPTH`.
     pub(crate) plain_upto: Vec<TokenSet>,
+    /// For the full trie: which subtrees hold only whole plain characters below their node.
+    pub(crate) full_below: PlainBelow,
+    /// `whole_plain[k]`: the tokens of exactly `k` whole plain characters (the last one
+    /// complete), for `k <= MAX_EXACT_DEPTH`; the last bucket holds the longer ones.
+    pub(crate) whole_plain: Vec<Vec<u32>>,
     vocab_size: usize,
     max_token_len: usize,
     /// `quote_chars[r]`: tokens that write at most `r` JSON string characters before a raw
@@ -148,9 +168,6 @@ pub struct TokenTrie {
     quote_max: u32,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
-    /// Every byte value is a text token of its own: any text of `n` bytes then takes at most
-    /// `n` tokens.
-    every_byte: bool,
 }
 
 /// The JSON string characters a token writes before its first raw `"` (or control byte,
@@ -200,6 +217,63 @@ pub(crate) struct Level {
     pub others_nc: usize,
     /// Tokens that are not plain text at all, without the doomed ones (exact depths).
     pub nonplain_nc: usize,
+    /// Tokens that are not `l` or fewer whole plain characters (the last one complete).
+    pub not_whole: usize,
+}
+
+/// Per node of a trie: whether every token below it continues, after the node's bytes, with
+/// whole plain characters only (a walk from a state that loops on plain characters can then
+/// take the subtree wholesale), and the subtree's tokens as a range of `Trie::tokens`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlainBelow {
+    pub flag: Vec<bool>,
+    /// Index into `Trie::tokens` of the first token at or after each node (one entry more
+    /// than nodes): node `n`'s subtree holds `first_tok[n]..first_tok[subtree_end]`.
+    pub first_tok: Vec<u32>,
+}
+
+impl PlainBelow {
+    fn new(trie: &Trie, token_bytes: &[Vec<u8>], seqs: &[Vec<(u8, u8)>]) -> Self {
+        let n = trie.nodes.len();
+        let mut flag = vec![true; n];
+        let mut ancestors = vec![0usize; trie.max_depth + 1];
+        let mut ok = Vec::new();
+        for (i, node) in trie.nodes.iter().enumerate() {
+            let depth = node.depth as usize;
+            ancestors[depth] = i;
+            let Some(&tok) = trie.node_tokens(i).first() else {
+                continue;
+            };
+            let b = &token_bytes[tok as usize];
+            // ok[d]: b[d..] is whole plain characters.
+            ok.clear();
+            ok.resize(b.len() + 1, false);
+            ok[b.len()] = true;
+            for d in (0..b.len()).rev() {
+                ok[d] = seqs.iter().any(|seq| {
+                    d + seq.len() <= b.len()
+                        && ok[d + seq.len()]
+                        && seq
+                            .iter()
+                            .zip(&b[d..])
+                            .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
+                });
+            }
+            for (d, &a) in ancestors.iter().enumerate().take(depth + 1).skip(1) {
+                flag[a] &= ok[d];
+            }
+        }
+        let mut first_tok = vec![trie.tokens.len() as u32; n + 1];
+        for i in (0..n).rev() {
+            let node = &trie.nodes[i];
+            first_tok[i] = if node.tok_end > node.tok_start {
+                node.tok_start
+            } else {
+                first_tok[i + 1]
+            };
+        }
+        Self { flag, first_tok }
+    }
 }
 
 /// Character counts at which plain-token sets are precomputed (the last level, not listed, is
@@ -280,12 +354,25 @@ impl TokenTrie {
             }
             quote_chars.push(acc.clone());
         }
+        // Plain characters of tokens whose last plain character is complete.
+        let whole: Vec<Option<u32>> = text
+            .iter()
+            .zip(&chars)
+            .map(|(&id, &c)| c.filter(|_| std::str::from_utf8(&token_bytes[id as usize]).is_ok()))
+            .collect();
+        let mut whole_plain = vec![Vec::new(); MAX_EXACT_DEPTH as usize + 2];
+        for (&id, w) in text.iter().zip(&whole) {
+            if let Some(n) = w {
+                whole_plain[(*n as usize).min(MAX_EXACT_DEPTH as usize + 1)].push(id);
+            }
+        }
         let mut tries = vec![Trie::build(text.clone(), &token_bytes)];
         let mut levels = Vec::new();
         for limit in PLAIN_LEVELS.iter().copied().chain([u32::MAX]) {
             let mut plain = TokenSet::new(vocab.len());
             let (mut others, mut others_nc, mut nonplain_nc) = (Vec::new(), Vec::new(), Vec::new());
-            for ((&id, c), d) in text.iter().zip(&chars).zip(&doom) {
+            let mut not_whole = Vec::new();
+            for (((&id, c), d), w) in text.iter().zip(&chars).zip(&doom).zip(&whole) {
                 let doomed = d.is_some_and(|m| m < limit);
                 match c {
                     Some(n) if *n <= limit => plain.insert(id),
@@ -299,6 +386,9 @@ impl TokenTrie {
                 if c.is_none() && !doomed {
                     nonplain_nc.push(id);
                 }
+                if !w.is_some_and(|n| n <= limit) {
+                    not_whole.push(id);
+                }
             }
             let mut add = |ids: Vec<u32>| {
                 tries.push(Trie::build(ids, &token_bytes));
@@ -309,6 +399,7 @@ impl TokenTrie {
                 others: add(others),
                 others_nc: add(others_nc),
                 nonplain_nc: add(nonplain_nc),
+                not_whole: add(not_whole),
             });
         }
         let mut by_len: Vec<Vec<u32>> = vec![Vec::new(); MAX_EXACT_DEPTH as usize + 1];
@@ -327,17 +418,13 @@ impl TokenTrie {
             }
             plain_upto.push(acc.clone());
         }
-        let mut single = [false; 256];
-        for b in &token_bytes {
-            if b.len() == 1 {
-                single[b[0] as usize] = true;
-            }
-        }
+        let full_below = PlainBelow::new(&tries[FULL], &token_bytes, &seqs);
         Self {
-            every_byte: single.iter().all(|&x| x),
             tries,
             levels,
             plain_upto,
+            full_below,
+            whole_plain,
             vocab_size: vocab.len(),
             max_token_len: token_bytes.iter().map(Vec::len).max().unwrap_or(0),
             quote_chars,
@@ -375,11 +462,6 @@ impl TokenTrie {
     /// End-of-sequence token ids.
     pub fn eos_ids(&self) -> &[u32] {
         &self.eos
-    }
-
-    /// True if every byte value is a token (so `n` bytes never need more than `n` tokens).
-    pub(crate) fn every_byte(&self) -> bool {
-        self.every_byte
     }
 
     /// The fewest text tokens that spell `text` (`None` if the vocabulary cannot).

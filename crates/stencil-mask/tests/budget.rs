@@ -262,3 +262,64 @@ fn budgeted_masks_allow_only_completable_tokens() {
         }
     }
 }
+
+/// The budgeted mask judges tokens by groups (the state they end in) and caches bounds; it
+/// must equal the token-by-token answer of `commit` (which checks each token's own parses):
+/// along random walks under tight budgets, every token the constraint allows is in the
+/// budgeted mask exactly when committing it is not refused as over budget.
+#[test]
+fn budgeted_masks_match_token_by_token_commits() {
+    let Some(vocab) = smollm2_vocab() else {
+        return;
+    };
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut plain_mask = TokenSet::new(vocab.len());
+    let mut mask = TokenSet::new(vocab.len());
+    let mut checked = 0usize;
+    let mut restricted = 0usize;
+    for schema in schemas() {
+        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        let min = c
+            .matcher()
+            .unwrap()
+            .min_tokens_to_finish()
+            .unwrap()
+            .unwrap();
+        for round in 0..3 {
+            let budget = min + round * 3;
+            let mut m = c.matcher().unwrap();
+            m.set_token_budget(Some(budget));
+            let mut plain = c.matcher().unwrap();
+            loop {
+                plain.compute_mask(&mut plain_mask).unwrap();
+                m.compute_mask(&mut mask).unwrap();
+                for t in plain_mask.iter().filter(|&t| t != 2) {
+                    let mut probe = m.clone();
+                    let committed = probe.commit(t);
+                    assert_eq!(
+                        mask.contains(t),
+                        committed.is_ok(),
+                        "{schema} budget {budget}: token {t} {:?} with {:?} left: mask and commit ({committed:?}) disagree",
+                        String::from_utf8_lossy(trie.token_bytes(t)),
+                        m.token_budget()
+                    );
+                    checked += 1;
+                    restricted += !mask.contains(t) as usize;
+                }
+                let text: Vec<u32> = mask.iter().filter(|&t| t != 2).collect();
+                if text.is_empty() {
+                    break;
+                }
+                let t = text[rng.random_range(0..text.len())];
+                m.commit(t).unwrap();
+                plain.commit(t).unwrap();
+            }
+        }
+    }
+    // The comparison covered both answers.
+    assert!(
+        restricted > 1000 && checked > restricted,
+        "{restricted} of {checked}"
+    );
+}

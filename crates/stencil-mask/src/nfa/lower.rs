@@ -1,0 +1,108 @@
+//! Lower bounds on the bytes that finish a rule from an NFA item, and a byte to start with.
+//!
+//! Shortest completions (see `crate::completion`) are searched over the lazy DFA, where an
+//! uninformed search builds every state within the answer's distance. These bounds guide it:
+//! a continuation's bound is the sum of its remaining parts' shortest lengths (rule calls and
+//! counted machines count zero, explicit machines their distance to an accepting state), so
+//! it never overestimates and drops by at most one per byte. Where it is exact, as for JSON
+//! literals and strings, following a byte whose successor's bound is one less reaches the end
+//! of the rule along a shortest completion, one transition per byte.
+
+use super::{Built, Cont, ContId, Item, ItemId, Nfa, Node};
+use std::sync::Arc;
+
+/// Unknown (in the memos).
+const UNKNOWN: u32 = u32::MAX;
+
+impl Nfa {
+    /// A lower bound on the bytes that finish the rule from item `id`, and the first byte of
+    /// a completion the bound describes, if known.
+    pub fn item_lower(&mut self, id: ItemId) -> (u32, Option<u8>) {
+        match self.items[id as usize] {
+            Item::Accept => (0, None),
+            Item::Byte { lo, cont, .. } => (self.cont_lower(cont).saturating_add(1), Some(lo)),
+            Item::Call { cont, .. } => (self.cont_lower(cont), None),
+            Item::Machine { m, state, cont } => {
+                let (d, b) = self.machine_lower(m, state);
+                (d.saturating_add(self.cont_lower(cont)), b)
+            }
+        }
+    }
+
+    /// A lower bound on the bytes that finish the rule once continuation `k` resumes.
+    fn cont_lower(&mut self, k: ContId) -> u32 {
+        if let Some(&n) = self.lower_conts.get(k as usize).filter(|&&n| n != UNKNOWN) {
+            return n;
+        }
+        let n = match self.conts[k as usize] {
+            Cont::Done => 0,
+            Cont::Seq { node, kid, then } => {
+                let Node::Seq { start, len } = self.nodes[node as usize] else {
+                    unreachable!("sequence continuation on a non-sequence")
+                };
+                let rest = self.kids[(start + kid) as usize..(start + len) as usize]
+                    .iter()
+                    .fold(0u32, |a, &n| a.saturating_add(self.min_len[n as usize]));
+                rest.saturating_add(self.cont_lower(then))
+            }
+            Cont::Rep { node, done, then } => {
+                let Node::Repeat { body, min, .. } = self.nodes[node as usize] else {
+                    unreachable!("repeat continuation on a non-repeat")
+                };
+                let rest = min
+                    .saturating_sub(done)
+                    .saturating_mul(self.min_len[body as usize]);
+                rest.saturating_add(self.cont_lower(then))
+            }
+            Cont::Obj {
+                node,
+                written,
+                then,
+                ..
+            } => {
+                let Node::Object(o) = self.nodes[node as usize] else {
+                    unreachable!("object continuation on a non-object")
+                };
+                let obj = &self.objects[o as usize];
+                let mut rest = 0u32;
+                for (i, ((_, required), &(alone, with_sep))) in
+                    obj.spec.members.iter().zip(&obj.members).enumerate()
+                {
+                    if *required && written & (1 << i) == 0 {
+                        let len = self.min_len[alone as usize].min(self.min_len[with_sep as usize]);
+                        rest = rest.saturating_add(len);
+                    }
+                }
+                rest.saturating_add(self.cont_lower(then))
+            }
+        };
+        if self.lower_conts.len() <= k as usize {
+            self.lower_conts
+                .resize(self.conts.len().max(k as usize + 1), UNKNOWN);
+        }
+        self.lower_conts[k as usize] = n;
+        n
+    }
+
+    /// A lower bound on the bytes from `state` of machine `m` to an accepting state (exact
+    /// for explicit machines), and a byte one step closer.
+    fn machine_lower(&mut self, m: u32, state: u32) -> (u32, Option<u8>) {
+        let d = match &mut self.machines[m as usize] {
+            Some(Built::Explicit(d)) => d,
+            Some(Built::Counted(c)) => return c.lower(state),
+            None => return (0, None),
+        };
+        if self.machine_dist.len() <= m as usize {
+            self.machine_dist.resize_with(m as usize + 1, || None);
+        }
+        let dist = match &self.machine_dist[m as usize] {
+            Some(x) => x.clone(),
+            None => {
+                let x = Arc::new(d.distances());
+                self.machine_dist[m as usize] = Some(x.clone());
+                x
+            }
+        };
+        dist.get(state)
+    }
+}
