@@ -14,10 +14,12 @@ use stencil_grammar::{compile, Constraint as Spec, Options};
 use stencil_mask::{Constraint, Limits, MaskError, Matcher, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
-/// The default model's vocabulary (EOS `<|im_end|>`), or `None` without ../shared/data.
-fn smollm2_vocab() -> Option<Vocab> {
+/// The default model's vocabulary trie (EOS `<|im_end|>`, id 2), or `None` without
+/// ../shared/data.
+fn smollm2_trie() -> Option<Arc<TokenTrie>> {
     let tok = common::smollm2_tokenizer()?;
-    Some(Vocab::from_tokenizer(&tok, vec![2]).expect("vocab"))
+    let vocab = Vocab::from_tokenizer(&tok, vec![2]).expect("vocab");
+    Some(Arc::new(TokenTrie::new(&vocab)))
 }
 
 fn compiled(spec: Spec, trie: &Arc<TokenTrie>) -> Arc<Constraint> {
@@ -71,10 +73,9 @@ fn walk(m: &mut Matcher, trie: &TokenTrie, rng: &mut StdRng, eos: u32, label: &s
 /// vocabulary (long tokens included): every output ends complete, valid and within budget.
 #[test]
 fn every_budgeted_walk_ends_complete_and_valid() {
-    let Some(vocab) = smollm2_vocab() else {
+    let Some(trie) = smollm2_trie() else {
         return;
     };
-    let trie = Arc::new(TokenTrie::new(&vocab));
     let mut rng = StdRng::seed_from_u64(5);
     for schema in schemas() {
         let validator = jsonschema::validator_for(&schema).expect("valid schema");
@@ -128,12 +129,11 @@ fn every_budgeted_walk_ends_complete_and_valid() {
 /// completion's first token... which the budgeted mask must therefore allow.
 #[test]
 fn a_budget_never_forbids_the_shortest_completion() {
-    let Some(vocab) = smollm2_vocab() else {
+    let Some(trie) = smollm2_trie() else {
         return;
     };
-    let trie = Arc::new(TokenTrie::new(&vocab));
     let mut rng = StdRng::seed_from_u64(9);
-    let mut mask = TokenSet::new(vocab.len());
+    let mut mask = TokenSet::new(trie.vocab_size());
     for schema in schemas() {
         let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
         for _ in 0..4 {
@@ -212,7 +212,7 @@ fn budgeted_masks_allow_only_completable_tokens() {
             })
     }
     let text: Vec<u32> = (0..eos).collect();
-    let mut mask = TokenSet::new(vocab.len());
+    let mut mask = TokenSet::new(trie.vocab_size());
     for spec in specs {
         let c = compiled(spec.clone(), &trie);
         let mut rng = StdRng::seed_from_u64(3);
@@ -269,13 +269,12 @@ fn budgeted_masks_allow_only_completable_tokens() {
 /// budgeted mask exactly when committing it is not refused as over budget.
 #[test]
 fn budgeted_masks_match_token_by_token_commits() {
-    let Some(vocab) = smollm2_vocab() else {
+    let Some(trie) = smollm2_trie() else {
         return;
     };
-    let trie = Arc::new(TokenTrie::new(&vocab));
     let mut rng = StdRng::seed_from_u64(21);
-    let mut plain_mask = TokenSet::new(vocab.len());
-    let mut mask = TokenSet::new(vocab.len());
+    let mut plain_mask = TokenSet::new(trie.vocab_size());
+    let mut mask = TokenSet::new(trie.vocab_size());
     let mut checked = 0usize;
     let mut restricted = 0usize;
     for schema in schemas() {

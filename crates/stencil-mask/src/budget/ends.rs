@@ -21,6 +21,7 @@ const UNKNOWN: u32 = u32::MAX;
 pub(crate) struct BudgetCache {
     /// Fewest tokens spelling each state's shortest completion of its own rule.
     rule_tokens: Vec<u32>,
+    /// Local tokens by end state, per state (at most `Limits::max_cached_masks` states).
     ends: FxHashMap<u32, Arc<LocalEnds>>,
     /// Per state: 0 unknown, 1 no, 2 every plain character loops back (see
     /// `Inner::loops_on_plain`).
@@ -78,10 +79,10 @@ impl Group {
     }
 }
 
-/// Local tokens by end state, as ranges of the walked trie's token list, and the exits.
 /// An end state and the character counts of the whole-plain tokens that end there.
 type PlainGroup = (u32, RangeInclusive<usize>);
 
+/// Local tokens by end state, as ranges of the walked trie's token list, and the exits.
 pub(super) type Walk = (Vec<(u32, Vec<(u32, u32)>)>, Vec<(u32, u32)>);
 
 impl Inner {
