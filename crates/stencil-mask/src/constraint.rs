@@ -233,15 +233,21 @@ pub(crate) static TRACE: std::sync::LazyLock<bool> =
 /// Plain-text depth of a state that loops back on itself.
 const INFINITE: u32 = u32::MAX;
 
-/// The states one plain JSON-string character leads to from `s`, added to `out`; `false` if
-/// some plain character (or a prefix of one) dies on the way.
-fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<bool, MaskError> {
+/// The states one plain JSON-string character leads to from `s`, added to `out` (and the
+/// states inside a multi-byte character to `mid`, if given); `false` if some plain character
+/// (or a prefix of one) dies on the way.
+fn plain_successors(
+    dfa: &mut LazyDfa,
+    s: u32,
+    out: &mut Vec<u32>,
+    mut mid: Option<&mut Vec<u32>>,
+) -> Result<bool, MaskError> {
     let mut frontier: Vec<u32> = Vec::with_capacity(4);
     let mut next: Vec<u32> = Vec::with_capacity(4);
     for seq in PLAIN_SEQUENCES.iter() {
         frontier.clear();
         frontier.push(s);
-        for &(lo, hi) in seq {
+        for (i, &(lo, hi)) in seq.iter().enumerate() {
             next.clear();
             for &x in &frontier {
                 // One byte per byte class: the others of the class go to the same state.
@@ -260,6 +266,9 @@ fn plain_successors(dfa: &mut LazyDfa, s: u32, out: &mut Vec<u32>) -> Result<boo
                     }
                     b = end + 1;
                 }
+            }
+            if let Some(mid) = mid.as_deref_mut().filter(|_| i + 1 < seq.len()) {
+                mid.extend_from_slice(&next);
             }
             std::mem::swap(&mut frontier, &mut next);
         }
@@ -318,13 +327,13 @@ const DEPTH_SEARCH_NEW_STATES: usize = 200;
 impl Inner {
     /// The states one plain character leads to from `s` (`None` if some plain character dies
     /// on the way), computed once per state.
-    pub(crate) fn plain_moves(&mut self, s: u32) -> Result<Option<&[u32]>, MaskError> {
+    fn plain_moves(&mut self, s: u32) -> Result<Option<&[u32]>, MaskError> {
         if self.moves.len() <= s as usize {
             self.moves.resize(s as usize + 1, None);
         }
         if self.moves[s as usize].is_none() {
             let mut succ = Vec::new();
-            let alive = plain_successors(&mut self.dfa, s, &mut succ)?;
+            let alive = plain_successors(&mut self.dfa, s, &mut succ, None)?;
             self.moves[s as usize] = Some(if alive {
                 Some(succ.into_boxed_slice())
             } else {
@@ -338,38 +347,15 @@ impl Inner {
     /// call or end there or on the way (inside a string): a token of whole plain characters
     /// then moves along these states without leaving the rule.
     pub(crate) fn plain_step(&mut self, s: u32) -> Result<Option<u32>, MaskError> {
-        let next = match self.plain_moves(s)? {
-            Some(&[y]) => y,
-            _ => return Ok(None),
-        };
-        if self.dfa.is_exit(next) {
+        let (mut succ, mut mid) = (Vec::new(), Vec::new());
+        if !plain_successors(&mut self.dfa, s, &mut succ, Some(&mut mid))? {
             return Ok(None);
         }
-        for seq in PLAIN_SEQUENCES.iter() {
-            let mut frontier = vec![s];
-            for &(lo, hi) in &seq[..seq.len() - 1] {
-                let mut after = Vec::new();
-                for &x in &frontier {
-                    let mut b = lo;
-                    loop {
-                        let t = self.dfa.next(x, b)?;
-                        if t == DEAD || self.dfa.is_exit(t) {
-                            return Ok(None);
-                        }
-                        if !after.contains(&t) {
-                            after.push(t);
-                        }
-                        let end = self.dfa.class_end(b);
-                        if end >= hi {
-                            break;
-                        }
-                        b = end + 1;
-                    }
-                }
-                frontier = after;
-            }
-        }
-        Ok(Some(next))
+        let exit = |t: &u32| self.dfa.is_exit(*t);
+        Ok(match succ[..] {
+            [y] if !exit(&y) && !mid.iter().any(exit) => Some(y),
+            _ => None,
+        })
     }
 
     /// The largest `k` (capped at the last plain level; `INFINITE` when no plain text can ever
