@@ -47,18 +47,6 @@ pub(crate) struct Budget {
     restricted: bool,
 }
 
-/// The DFA states of every frame of parse `c`.
-fn frames(c: Config, arena: &[(u32, u32)], key: &mut Vec<u32>) {
-    let (mut s, mut p) = c;
-    loop {
-        key.push(s);
-        if p == NONE {
-            break;
-        }
-        (s, p) = arena[p as usize];
-    }
-}
-
 /// Judgements of one step: exact token counts by parse signature.
 #[derive(Default)]
 struct Judge {
@@ -86,7 +74,7 @@ impl Judge {
         }
         for &c in configs {
             self.key.clear();
-            frames(c, arena, &mut self.key);
+            self.key.extend(ends::frames(c, arena));
             let n = match self.exact.get(self.key.as_slice()) {
                 Some(&n) => n,
                 None => {

@@ -301,19 +301,15 @@ impl Inner {
         arena: &[(u32, u32)],
         c: Config,
     ) -> Result<u32, MaskError> {
-        let (mut s, mut p) = c;
         let mut total = 0u32;
-        loop {
+        for s in frames(c, arena) {
             let n = self.rule_tokens(trie, s)?;
             if n == NEVER {
                 return Ok(NEVER);
             }
             total = total.saturating_add(n).min(NEVER - 1);
-            if p == NONE {
-                return Ok(total);
-            }
-            (s, p) = arena[p as usize];
         }
+        Ok(total)
     }
 
     /// Fewest tokens that finish parse `c` along its shortest completion ([`NEVER`] if none).
@@ -324,19 +320,19 @@ impl Inner {
         c: Config,
     ) -> Result<u32, MaskError> {
         let mut text = Vec::new();
-        let (mut s, mut p) = c;
-        loop {
+        for s in frames(c, arena) {
             let n = self.completions.len(&mut self.dfa, s)?;
             if n == NEVER {
                 return Ok(NEVER);
             }
             let limit = text.len() + n as usize;
             self.completions.write(s, &mut text, limit)?;
-            if p == NONE {
-                break;
-            }
-            (s, p) = arena[p as usize];
         }
         Ok(trie.min_tokens(&text).unwrap_or(NEVER))
     }
+}
+
+/// The DFA states of every frame of parse `c`, top first.
+pub(super) fn frames(c: Config, arena: &[(u32, u32)]) -> impl Iterator<Item = u32> + '_ {
+    std::iter::successors(Some(c), |&(_, p)| (p != NONE).then(|| arena[p as usize])).map(|(s, _)| s)
 }
