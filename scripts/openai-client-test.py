@@ -11,6 +11,13 @@ import openai
 base = sys.argv[1]
 client = openai.OpenAI(base_url=f"{base}/v1", api_key="test-key")
 model = client.models.list().data[0].id
+# models.retrieve: GET /v1/models/{id}.
+assert client.models.retrieve(model).id == model
+try:
+    client.models.retrieve("no-such-model")
+    raise AssertionError("an unknown model was retrieved")
+except openai.NotFoundError:
+    pass
 
 # Plain chat.
 r = client.chat.completions.create(
@@ -140,4 +147,10 @@ try:
     raise AssertionError("unknown model was accepted")
 except openai.NotFoundError:
     pass
+# An explicit max_tokens beyond the context is a 400, not a silent cap.
+try:
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], max_tokens=100000)
+    raise AssertionError("max_tokens beyond the context was accepted")
+except openai.BadRequestError as e:
+    assert "context" in str(e), e
 print("openai client test: all passed")

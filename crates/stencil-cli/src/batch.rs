@@ -5,8 +5,13 @@
 //! `{"line", "custom_id"?, "response"}` with a `chat.completion` body, or
 //! `{"line", "custom_id"?, "error"}` with the OpenAI error object: a bad line never stops the
 //! batch. Compiled constraints are cached across lines by the engine.
+//!
+//! Every result is written and flushed as soon as it is finished, so an interrupted batch keeps
+//! all of its finished lines; `--resume` skips the input lines whose results are already in the
+//! output (a partly written last line is dropped and redone).
 
-use std::io::{BufRead, BufWriter, Write};
+use std::collections::HashSet;
+use std::io::{BufRead, Write};
 use std::ops::ControlFlow;
 
 use anyhow::Context;
@@ -30,6 +35,10 @@ pub struct BatchArgs {
     /// Where to write one JSON result per input line, in input order.
     #[arg(long)]
     pub output: std::path::PathBuf,
+    /// Keep the results already in --output and run only the input lines missing there
+    /// (after an interruption). Without it, --output is overwritten.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 pub fn run(args: BatchArgs) -> anyhow::Result<()> {
@@ -39,9 +48,13 @@ pub fn run(args: BatchArgs) -> anyhow::Result<()> {
         .lines()
         .collect::<Result<_, _>>()
         .with_context(|| format!("reading {}", args.input.display()))?;
-    let out = std::fs::File::create(&args.output)
-        .with_context(|| format!("creating --output {}", args.output.display()))?;
-    let mut out = BufWriter::new(out);
+    let (done, mut out) = if args.resume {
+        resume_output(&args.output, &lines)?
+    } else {
+        let out = std::fs::File::create(&args.output)
+            .with_context(|| format!("creating --output {}", args.output.display()))?;
+        (HashSet::new(), out)
+    };
     let engine = ChatEngine::new(args.model.load()?);
     let model_name = model_name(&engine);
     let bar = ProgressBar::new(lines.len() as u64).with_style(
@@ -52,7 +65,7 @@ pub fn run(args: BatchArgs) -> anyhow::Result<()> {
     let (mut ok, mut failed) = (0usize, 0usize);
     for (i, line) in lines.iter().enumerate() {
         let number = i + 1;
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || done.contains(&number) {
             bar.inc(1);
             continue;
         }
@@ -71,17 +84,78 @@ pub fn run(args: BatchArgs) -> anyhow::Result<()> {
                 record["error"] = serde_json::to_value(e.body().error)?;
             }
         }
-        writeln!(out, "{record}")?;
+        // One write per finished line, flushed: an interruption loses no finished result.
+        out.write_all(format!("{record}\n").as_bytes())
+            .and_then(|()| out.flush())
+            .with_context(|| format!("writing {}", args.output.display()))?;
         bar.inc(1);
         bar.set_message(format!("({failed} failed)"));
     }
-    out.flush()?;
     bar.finish_and_clear();
+    let kept = if done.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} kept from before)", done.len())
+    };
     eprintln!(
-        "{ok} succeeded, {failed} failed; results in {}",
+        "{ok} succeeded, {failed} failed{kept}; results in {}",
         args.output.display()
     );
     Ok(())
+}
+
+/// For `--resume`: the line numbers already answered in `path`, and the file opened for
+/// appending after its last complete line. A result that does not belong to this input (its
+/// line number or `custom_id` differs) is an error, never silently mixed in.
+fn resume_output(
+    path: &std::path::Path,
+    lines: &[String],
+) -> anyhow::Result<(HashSet<usize>, std::fs::File)> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading --output {}", path.display())),
+    };
+    // Only newline-terminated lines are finished results; a cut-off tail is redone.
+    let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut done = HashSet::new();
+    for (i, raw) in text[..complete].split(|&b| b == b'\n').enumerate() {
+        if raw.is_empty() {
+            continue;
+        }
+        let at = || format!("--output {} line {}", path.display(), i + 1);
+        let record: Value = serde_json::from_slice(raw)
+            .with_context(|| format!("{} is not a result line; cannot resume", at()))?;
+        let number = record["line"]
+            .as_u64()
+            .filter(|&n| n >= 1 && n as usize <= lines.len())
+            .with_context(|| format!("{} has no `line` of this input; cannot resume", at()))?
+            as usize;
+        let input_id = serde_json::from_str::<Value>(&lines[number - 1])
+            .ok()
+            .and_then(|v| v.get("custom_id").cloned());
+        if record.get("custom_id") != input_id.as_ref() {
+            anyhow::bail!(
+                "{} answers input line {number} with custom_id {}, but that input line has {}: the output belongs to another input",
+                at(),
+                record.get("custom_id").map_or("none".into(), Value::to_string),
+                input_id.map_or("none".into(), |v| v.to_string())
+            );
+        }
+        done.insert(number);
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("opening --output {}", path.display()))?;
+    file.set_len(complete as u64)
+        .with_context(|| format!("truncating --output {}", path.display()))?;
+    let mut file = file;
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::End(0))?;
+    Ok((done, file))
 }
 
 /// The served model's name: the file stem of its weights.
@@ -117,7 +191,7 @@ fn run_line(
     let result = chat_request(body).and_then(|valid| {
         let outcome = engine
             .chat(&valid.request, |_| ControlFlow::Continue(()))
-            .map_err(|e| ApiError::from_runtime(&e, valid.constraint_param))?;
+            .map_err(|e| valid.error(&e))?;
         let id = format!("chatcmpl-batch-{number}");
         Ok(ChatCompletion::from_outcome(&id, model, now(), &outcome))
     });

@@ -30,6 +30,10 @@ pub struct GenerateArgs {
     /// Send the prompt as raw text, without the chat template.
     #[arg(long)]
     pub raw: bool,
+    /// With --raw: control tokens written in the prompt (`<|im_start|>`) are parsed as control
+    /// tokens. Without it the prompt is tokenized as text.
+    #[arg(long, requires = "raw")]
+    pub special_tokens: bool,
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
     /// 0 = greedy.
@@ -152,7 +156,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 whitespace,
             )?);
         }
-        let prompt = loaded.tokenizer.encode(&args.prompt, true)?;
+        let prompt = if args.special_tokens {
+            loaded.tokenizer.encode_markup(&args.prompt, true)?
+        } else {
+            loaded.tokenizer.encode(&args.prompt, true)?
+        };
         let result = generate(
             loaded.model.as_ref(),
             &loaded.tokenizer,
@@ -188,6 +196,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let request = ChatRequest {
         messages,
         prompt: None,
+        special_tokens: false,
+        reserve_max_tokens: false,
         tools,
         tool_choice: args.tool_choice.as_deref().map(ToolChoice::from_cli),
         parallel_tool_calls: !args.no_parallel_tool_calls,
@@ -332,11 +342,16 @@ fn build_constraint(
 /// A `--json-schema` argument: a file, or the schema itself as JSON.
 pub fn read_schema(s: &str) -> anyhow::Result<serde_json::Value> {
     let path = std::path::Path::new(s);
-    let text = if path.is_file() {
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
-    } else {
-        s.to_string()
-    };
-    serde_json::from_str(&text)
-        .with_context(|| format!("--json-schema {s:?} is neither a readable file nor valid JSON"))
+    if path.is_file() {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        return serde_json::from_str(&text)
+            .with_context(|| format!("--json-schema file {} is not valid JSON", path.display()));
+    }
+    let looks_like_json =
+        s.trim_start().starts_with(['{', '[', '"']) || s.trim() == "true" || s.trim() == "false";
+    if !looks_like_json {
+        anyhow::bail!("--json-schema {s:?}: no such file (and not a JSON schema given inline)");
+    }
+    serde_json::from_str(s).with_context(|| format!("--json-schema {s:?} is not valid JSON"))
 }

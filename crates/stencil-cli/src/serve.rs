@@ -24,8 +24,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// Require `Authorization: Bearer KEY` on /v1 requests.
-    #[arg(long, env = "STENCIL_API_KEY")]
+    #[arg(long, env = "STENCIL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// A host name clients may use in the `Host` header besides IP addresses and localhost
+    /// (repeatable; `*` accepts any, giving up DNS-rebinding protection).
+    #[arg(long)]
+    pub allowed_host: Vec<String>,
+    /// A web origin (`http://localhost:3000`) whose pages may call the server, with CORS
+    /// (repeatable; `*` lets every web page drive it). None by default.
+    #[arg(long)]
+    pub cors_origin: Vec<String>,
     /// Requests that may wait for the model before new ones get 503.
     #[arg(long, default_value_t = 16)]
     pub queue: usize,
@@ -48,6 +56,8 @@ pub fn serve_cmd(args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         request_timeout: Duration::from_secs(args.request_timeout),
         model_aliases: args.served_model_name,
+        allowed_hosts: args.allowed_host,
+        cors_origins: args.cors_origin,
         ..ServerConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -74,7 +84,7 @@ pub struct ChatArgs {
     /// Server address, e.g. http://127.0.0.1:8080
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    #[arg(long, env = "STENCIL_API_KEY")]
+    #[arg(long, env = "STENCIL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Model name to send (default: the first one the server lists).
     #[arg(long)]
@@ -152,7 +162,7 @@ pub struct LoadArgs {
     /// A running server, e.g. http://127.0.0.1:8080
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    #[arg(long, env = "STENCIL_API_KEY")]
+    #[arg(long, env = "STENCIL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Concurrent streaming clients.
     #[arg(long, default_value_t = 16)]

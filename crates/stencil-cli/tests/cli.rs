@@ -182,7 +182,11 @@ fn refused_schema_exits_with_the_compiler_message() {
     assert!(err.contains("uniqueItems") && err.contains("at #"), "{err}");
     let out = stencil(&["generate", "--json-schema", "{not json", "--prompt", "x"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a readable file nor valid JSON"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not valid JSON") && err.contains("line 1 column 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -309,4 +313,175 @@ fn batch_keeps_order_and_survives_bad_lines() {
     let n: u32 = content(&results[3]).parse().unwrap();
     assert!((1..=9).contains(&n));
     assert_eq!(results[4]["response"]["object"], "chat.completion");
+}
+
+/// An interrupted batch keeps every finished line on disk, and `--resume` completes it
+/// without redoing them (a cut-off last line is redone); an output from another input is
+/// refused.
+#[test]
+fn batch_interrupted_by_sigint_keeps_results_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    let lines: Vec<String> = (1..=12)
+        .map(|i| {
+            serde_json::json!({"custom_id": format!("r{i}"), "body": {"messages": [{"role": "user", "content": format!("Tell me about the number {i}.")}], "max_tokens": 40, "temperature": 0}})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let args = |resume: bool| {
+        let mut a = vec![
+            "batch",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+        ];
+        if resume {
+            a.push("--resume");
+        }
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .args(args(false))
+        .env("STENCIL_MODEL", common::default_model())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let finished_lines = || {
+        std::fs::read_to_string(&output)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while finished_lines() < 2 {
+        assert!(start.elapsed().as_secs() < 600, "no result written");
+        assert!(child.try_wait().unwrap().is_none(), "batch ended early");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "interrupted");
+    let before = std::fs::read_to_string(&output).unwrap();
+    let kept: Vec<serde_json::Value> = before
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        kept.len() >= 2 && kept.len() < 12,
+        "{} lines kept",
+        kept.len()
+    );
+    for (i, r) in kept.iter().enumerate() {
+        assert_eq!(r["line"], i + 1);
+        assert_eq!(r["custom_id"], format!("r{}", i + 1));
+        assert!(
+            r["response"]["choices"][0]["message"]["content"].is_string(),
+            "{r}"
+        );
+    }
+    // A result cut off mid-write (no newline) is dropped and redone.
+    std::fs::write(
+        &output,
+        format!("{before}{{\"line\": {}, \"custom_id\": \"r", kept.len() + 1),
+    )
+    .unwrap();
+    let out = stencil(&args(true).iter().map(String::as_str).collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("({} kept from before)", kept.len())),
+        "{stderr}"
+    );
+    let after = std::fs::read_to_string(&output).unwrap();
+    assert!(
+        after.starts_with(&before),
+        "finished lines are kept as they were"
+    );
+    let all: Vec<serde_json::Value> = after
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let numbers: Vec<u64> = all.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert_eq!(
+        numbers,
+        (1..=12).collect::<Vec<u64>>(),
+        "each line once, in order"
+    );
+    assert!(all
+        .iter()
+        .all(|r| r["response"]["object"] == "chat.completion"));
+    // Resuming into the output of another input is an error, before any work.
+    std::fs::write(&input, lines[1..].join("\n")).unwrap();
+    let out = stencil(&args(true).iter().map(String::as_str).collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("belongs to another input"), "{stderr}");
+}
+
+/// User errors are one clear line: no repeated causes, no backtrace, the right reason.
+#[test]
+fn user_errors_are_one_clear_line() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_stencil"))
+            .args(args)
+            .env("STENCIL_MODEL", common::default_model())
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let missing = run(&[
+        "generate",
+        "--json-schema",
+        "/no/such/schema.json",
+        "--prompt",
+        "hi",
+    ]);
+    assert!(missing.contains("no such file"), "{missing}");
+    let bad_ref = run(&[
+        "generate",
+        "--json-schema",
+        r##"{"properties": {"a": {"$ref": "#/nope"}}}"##,
+        "--prompt",
+        "hi",
+    ]);
+    for err in [&missing, &bad_ref] {
+        assert!(
+            !err.contains("backtrace") && !err.contains("Stack"),
+            "{err}"
+        );
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_else(|| panic!("{err}"));
+        let parts: Vec<&str> = line["error: ".len()..].split(": ").collect();
+        for w in parts.windows(2) {
+            assert!(!w[0].ends_with(w[1]), "a cause printed twice: {line}");
+        }
+    }
+    assert!(bad_ref.contains("#/nope"), "{bad_ref}");
+}
+
+/// `--help` never shows the API key taken from the environment.
+#[test]
+fn help_hides_the_api_key() {
+    for cmd in ["serve", "chat"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_stencil"))
+            .args([cmd, "--help"])
+            .env("STENCIL_API_KEY", "sekret-key-123")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success());
+        assert!(text.contains("STENCIL_API_KEY"), "{text}");
+        assert!(!text.contains("sekret-key-123"), "{text}");
+    }
 }

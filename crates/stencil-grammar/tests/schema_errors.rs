@@ -41,6 +41,17 @@ fn invalid_schemas_are_clear_errors() {
             "accepts no value",
         ),
         (json!(42), "must be an object or a boolean"),
+        // `not` of a schema that accepts everything rules out every value.
+        (json!({"not": {}}), "accepts no value (unsatisfiable)"),
+        (json!({"not": true}), "accepts no value (unsatisfiable)"),
+        (
+            json!({"not": {"description": "anything"}}),
+            "accepts no value (unsatisfiable)",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"not": {}}}, "required": ["a"]}),
+            "accepts no value",
+        ),
     ];
     for (schema, want) in cases {
         let err = compile_schema(&schema, &Options::default())

@@ -103,7 +103,7 @@ impl ApiError {
                 };
                 Self::invalid(param, msg)
             }
-            RuntimeError::Template(_) => Self::invalid("messages", msg),
+            RuntimeError::Template(_) | RuntimeError::EmptyPrompt => Self::invalid("messages", msg),
             RuntimeError::PromptTooLong { .. } => {
                 Self::invalid("messages", msg).with_code("context_length_exceeded")
             }

@@ -396,6 +396,10 @@ fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> 
         }
     };
     let params = generation(o, default_max_tokens)?;
+    // An explicit max_tokens is a promise of room for the output (OpenAI answers 400 when the
+    // prompt leaves less); the default is capped to the room left.
+    let reserve_max_tokens =
+        field(o, "max_tokens").is_some() || field(o, "max_completion_tokens").is_some();
     let mut found = constraints(o)?;
     if found.len() > 1 {
         let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
@@ -421,9 +425,67 @@ fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> 
             whitespace: whitespace(o)?,
             lenient: false,
             params,
+            reserve_max_tokens,
             ..ChatRequest::default()
         },
     })
+}
+
+impl ValidRequest {
+    /// A runtime error about this request in API terms: problems with the prompt name
+    /// `prompt` on `/v1/completions` and `messages` on chat.
+    pub fn error(&self, e: &stencil_runtime::RuntimeError) -> ApiError {
+        let mut err = ApiError::from_runtime(e, self.constraint_param);
+        if self.request.prompt.is_some() && err.param.as_deref() == Some("messages") {
+            err.param = Some("prompt".into());
+        }
+        err
+    }
+}
+
+/// One chat message, its shape checked first so that every error names the field in API terms.
+fn message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
+    let bad = |msg: String| ApiError::invalid("messages", msg);
+    let o = m
+        .as_object()
+        .ok_or_else(|| bad(format!("messages[{i}] must be an object, not {}", kind(m))))?;
+    let role = match o.get("role") {
+        Some(Value::String(r)) => r.as_str(),
+        Some(v) => {
+            return Err(bad(format!(
+                "messages[{i}].role must be a string, not {}",
+                kind(v)
+            )))
+        }
+        None => return Err(bad(format!("messages[{i}].role is missing"))),
+    };
+    match o.get("content") {
+        Some(Value::String(_) | Value::Array(_)) => {}
+        // Only an assistant message may leave out its content (it may carry tool calls).
+        None | Some(Value::Null) if role == "assistant" => {}
+        None | Some(Value::Null) => {
+            return Err(bad(format!(
+                "messages[{i}].content is missing: a `{role}` message needs content"
+            )))
+        }
+        Some(v) => {
+            return Err(bad(format!(
+                "messages[{i}].content must be a string or an array of content parts, not {}",
+                kind(v)
+            )))
+        }
+    }
+    if let Some(Value::Array(parts)) = o.get("content") {
+        for (j, p) in parts.iter().enumerate() {
+            let text_ok = p.get("text").is_none_or(Value::is_string);
+            if !p.get("type").is_some_and(Value::is_string) || !text_ok {
+                return Err(bad(format!(
+                    "messages[{i}].content[{j}] must be an object with a string `type` (and a string `text` for text parts), not {p}"
+                )));
+            }
+        }
+    }
+    serde_json::from_value::<ChatMessage>(m.clone()).map_err(|e| bad(format!("messages[{i}]: {e}")))
 }
 
 /// Checks a `/v1/chat/completions` body.
@@ -446,10 +508,7 @@ pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
     v.request.messages = messages
         .iter()
         .enumerate()
-        .map(|(i, m)| {
-            serde_json::from_value::<ChatMessage>(m.clone())
-                .map_err(|e| ApiError::invalid("messages", format!("messages[{i}]: {e}")))
-        })
+        .map(|(i, m)| message(i, m))
         .collect::<Result<_, _>>()?;
     if let Some(tools) = field(o, "tools") {
         let list = tools.as_array().ok_or_else(|| {
@@ -517,6 +576,7 @@ pub fn completion_request(body: &Value) -> Result<ValidRequest, ApiError> {
         ));
     }
     v.request.prompt = Some(prompt);
+    v.request.special_tokens = boolean(o, "stencil_special_tokens")?.unwrap_or(false);
     Ok(v)
 }
 
@@ -589,7 +649,27 @@ mod tests {
             (
                 json!({"messages": [{"content": "x"}]}),
                 "messages",
-                "messages[0]: missing field `role`",
+                "messages[0].role is missing",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": 5}]}),
+                "messages",
+                "messages[0].content must be a string or an array of content parts, not a number",
+            ),
+            (
+                json!({"messages": [{"role": "user"}]}),
+                "messages",
+                "messages[0].content is missing: a `user` message needs content",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": [{"text": "x"}]}]}),
+                "messages",
+                "messages[0].content[0] must be an object with a string `type`",
+            ),
+            (
+                json!({"messages": [7]}),
+                "messages",
+                "messages[0] must be an object",
             ),
             (json!({"messages": msgs(), "n": 2}), "n", "only n = 1"),
             (

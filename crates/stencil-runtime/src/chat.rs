@@ -5,10 +5,13 @@
 //! Python-compatibility layer and those helpers, with Hugging Face's settings (`trim_blocks`,
 //! `lstrip_blocks`). Messages are validated first: every problem names the message index.
 
+use std::sync::Arc;
+
 use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
+use crate::tokenizer::special::SpecialText;
 use crate::tokenizer::Tokenizer;
 
 /// ChatML, used when a model ships no template of its own.
@@ -107,6 +110,9 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
+    /// Special-token strings defused in caller text before rendering (none for a template
+    /// made without a tokenizer).
+    special: Arc<SpecialText>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -197,16 +203,20 @@ impl ChatTemplate {
             env,
             bos: bos.unwrap_or_default().to_string(),
             eos: eos.unwrap_or_default().to_string(),
+            special: Arc::new(SpecialText::new(Vec::new())),
         })
     }
 
-    /// The model's template, or ChatML when it has none.
+    /// The model's template, or ChatML when it has none. Caller text it renders has the
+    /// tokenizer's special-token strings defused (see [`crate::tokenizer::special`]).
     pub fn for_tokenizer(source: Option<&str>, tok: &Tokenizer) -> Result<Self> {
-        Self::new(
+        let mut template = Self::new(
             source.unwrap_or(CHATML_TEMPLATE),
             tok.bos_token(),
             tok.eos_token(),
-        )
+        )?;
+        template.special = tok.special_text().clone();
+        Ok(template)
     }
 
     /// True if the template renders a `tools` list itself (probed by rendering a dummy tool:
@@ -218,18 +228,24 @@ impl ChatTemplate {
     }
 
     /// Renders `messages` (validated first). `tools` is passed to templates that support it.
+    /// Special-token strings in messages and tools come out as placeholders: tokenize the result
+    /// with [`Tokenizer::encode_rendered`], show it with [`SpecialText::restore`].
     pub fn render(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
     ) -> Result<String> {
-        let texts = message_texts(messages)?;
+        let texts: Vec<String> = message_texts(messages)?
+            .iter()
+            .map(|t| self.special.defuse(t).into_owned())
+            .collect();
         let ctx_messages: Vec<serde_json::Value> = messages
             .iter()
             .zip(&texts)
             .map(|(m, text)| {
                 let mut v = serde_json::to_value(m).expect("messages serialize");
+                self.special.defuse_json(&mut v);
                 v["content"] = serde_json::Value::String(text.clone());
                 if m.role == "developer" {
                     v["role"] = "system".into();
@@ -237,6 +253,11 @@ impl ChatTemplate {
                 v
             })
             .collect();
+        let tools = tools.map(|t| {
+            let mut t = t.clone();
+            self.special.defuse_json(&mut t);
+            t
+        });
         let tmpl = self.env.get_template("chat").expect("added in new()");
         let out = tmpl
             .render(minijinja::context! {
@@ -244,7 +265,7 @@ impl ChatTemplate {
                 add_generation_prompt => add_generation_prompt,
                 bos_token => self.bos,
                 eos_token => self.eos,
-                tools => tools.map(Value::from_serialize),
+                tools => tools.as_ref().map(Value::from_serialize),
             })
             .map_err(|e| RuntimeError::Template(format!("rendering failed: {e:#}")))?;
         // A template that silently drops a system turn it has no place for would change the
@@ -308,11 +329,11 @@ pub fn build_prompt(
     let mut kept: Vec<ChatMessage> = messages.to_vec();
     let mut dropped = 0;
     loop {
-        let text = template.render(&kept, true, tools)?;
-        let tokens = tokenizer.encode(&text, true)?;
+        let rendered = template.render(&kept, true, tools)?;
+        let tokens = tokenizer.encode_rendered(&rendered, true)?;
         if tokens.len() <= budget {
             return Ok(Prompt {
-                text,
+                text: tokenizer.special_text().restore(&rendered),
                 tokens,
                 dropped_messages: dropped,
             });

@@ -39,6 +39,13 @@ pub struct ChatRequest {
     /// A raw completion prompt (`/v1/completions`): used as is, without the chat template;
     /// `messages` and `tools` must then be empty.
     pub prompt: Option<String>,
+    /// Control tokens written as text in `prompt` (`<|im_start|>`) are parsed as control
+    /// tokens. Off by default: text is tokenized as text, so it cannot forge turns.
+    pub special_tokens: bool,
+    /// `max_tokens` was given by the caller: the prompt must leave room for all of it (else
+    /// [`RuntimeError::PromptTooLong`], as OpenAI answers). Otherwise `max_tokens` is a default
+    /// that is capped to the room the prompt leaves.
+    pub reserve_max_tokens: bool,
     pub tools: Vec<Tool>,
     /// Default: `auto` when there are tools, else `none`.
     pub tool_choice: Option<ToolChoice>,
@@ -66,6 +73,8 @@ impl Default for ChatRequest {
         Self {
             messages: Vec::new(),
             prompt: None,
+            special_tokens: false,
+            reserve_max_tokens: false,
             tools: Vec::new(),
             tool_choice: None,
             parallel_tool_calls: true,
@@ -185,9 +194,14 @@ impl ChatEngine {
             }
         };
         let (constraint, warnings) = self.constraint_for(req, &choice)?;
+        let reserved = if req.reserve_max_tokens {
+            req.params.max_tokens
+        } else {
+            1
+        };
         let prompt = match &req.prompt {
-            Some(text) => self.raw_prompt(text)?,
-            None => self.chat_prompt(req)?,
+            Some(text) => self.raw_prompt(text, req.special_tokens, reserved)?,
+            None => self.chat_prompt(req, reserved)?,
         };
         let mut params = req.params.clone();
         if let Some(c) = &constraint {
@@ -208,15 +222,23 @@ impl ChatEngine {
         })
     }
 
-    /// A completion prompt, tokenized as is.
-    fn raw_prompt(&self, text: &str) -> Result<Prompt> {
-        let tokens = self.loaded.tokenizer.encode(text, true)?;
+    /// A completion prompt, tokenized as text (control tokens only if `special_tokens`).
+    fn raw_prompt(&self, text: &str, special_tokens: bool, reserved: usize) -> Result<Prompt> {
+        let tokenizer = &self.loaded.tokenizer;
+        let tokens = if special_tokens {
+            tokenizer.encode_markup(text, true)?
+        } else {
+            tokenizer.encode(text, true)?
+        };
+        if tokens.is_empty() {
+            return Err(RuntimeError::EmptyPrompt);
+        }
         let context = self.loaded.model.context_length();
-        if tokens.len() >= context {
+        if tokens.len() + reserved > context {
             return Err(RuntimeError::PromptTooLong {
                 tokens: tokens.len(),
                 context,
-                reserved: 1,
+                reserved,
             });
         }
         Ok(Prompt {
@@ -228,7 +250,7 @@ impl ChatEngine {
 
     /// The conversation through the chat template, with tools placed where the template (or
     /// the Hermes convention) wants them.
-    fn chat_prompt(&self, req: &ChatRequest) -> Result<Prompt> {
+    fn chat_prompt(&self, req: &ChatRequest, reserved: usize) -> Result<Prompt> {
         let history_has_tools = req
             .messages
             .iter()
@@ -248,7 +270,7 @@ impl ChatEngine {
             &messages,
             tools_json.as_ref(),
             self.loaded.model.context_length(),
-            1,
+            reserved,
             req.truncation,
         )
     }

@@ -25,12 +25,14 @@ pub enum RuntimeError {
     Template(String),
     #[error("invalid chat request: {0}")]
     InvalidChat(String),
-    #[error("the prompt is {tokens} tokens, but the model's context is {context} tokens (with {reserved} reserved for output)")]
+    #[error("{}", context_message(*tokens, *context, *reserved))]
     PromptTooLong {
         tokens: usize,
         context: usize,
         reserved: usize,
     },
+    #[error("the prompt is empty and the model has no BOS token to start from: give it some text")]
+    EmptyPrompt,
     #[error("{}", budget_message(*needed, *max_tokens))]
     BudgetTooSmall {
         /// Tokens of the shortest output known (`None`: the constraint cannot be completed
@@ -59,6 +61,14 @@ pub enum RuntimeError {
     },
     #[error("safetensors model at {path}: {reason}")]
     Safetensors { path: PathBuf, reason: String },
+}
+
+fn context_message(tokens: usize, context: usize, reserved: usize) -> String {
+    if reserved <= 1 {
+        format!("the prompt is {tokens} tokens, but the model's context is {context} tokens and at least one token must be left for the output")
+    } else {
+        format!("the prompt is {tokens} tokens and max_tokens asks for {reserved} more, {} in all, but the model's context is {context} tokens: shorten the prompt or lower max_tokens", tokens + reserved)
+    }
 }
 
 fn budget_message(needed: Option<usize>, max_tokens: usize) -> String {

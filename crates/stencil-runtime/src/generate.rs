@@ -145,7 +145,7 @@ impl<'m> Generator<'m> {
     ) -> Result<Self> {
         let context = model.context_length();
         if prompt.is_empty() {
-            return Err(RuntimeError::InvalidChat("the prompt is empty".into()));
+            return Err(RuntimeError::EmptyPrompt);
         }
         if prompt.len() >= context {
             return Err(RuntimeError::PromptTooLong {

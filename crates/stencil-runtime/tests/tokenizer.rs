@@ -33,9 +33,11 @@ fn pins_known_ids() {
     assert_eq!(tok.bos_token(), Some("<|im_start|>"));
     assert_eq!(tok.eos_token(), Some("<|im_end|>"));
     assert!(tok.eos_ids().contains(&2));
-    // Special tokens in text are single ids.
-    let ids = tok.encode("<|im_start|>user", false).unwrap();
+    // Special-token text is a single id in markup, and spelled as text otherwise.
+    let ids = tok.encode_markup("<|im_start|>user", false).unwrap();
     assert_eq!(ids[0], 1);
+    let ids = tok.encode("<|im_start|>user", false).unwrap();
+    assert!(ids.len() > 2 && !ids.contains(&1), "{ids:?}");
     // Digits are split one by one (smollm pre-tokenizer).
     let ids = tok.encode("12345", false).unwrap();
     assert_eq!(ids.len(), 5, "{ids:?}");
@@ -59,6 +61,6 @@ fn matches_reference_tokenizer_json() {
     let tok = smollm();
     for s in SAMPLES {
         let want = reference.encode(*s, false).unwrap().get_ids().to_vec();
-        assert_eq!(tok.encode(s, false).unwrap(), want, "text {s:?}");
+        assert_eq!(tok.encode_markup(s, false).unwrap(), want, "text {s:?}");
     }
 }

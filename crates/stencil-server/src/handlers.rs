@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
-use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
@@ -44,23 +43,6 @@ impl IntoResponse for ErrorResponse {
     }
 }
 
-pub(crate) async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if let Some(key) = &state.config.api_key {
-        if req.uri().path().starts_with("/v1") {
-            let ok = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .is_some_and(|k| k == key);
-            if !ok {
-                return ErrorResponse(ApiError::unauthorized()).into_response();
-            }
-        }
-    }
-    next.run(req).await
-}
-
 pub(crate) async fn health(State(state): State<Arc<AppState>>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &state.workers.stats;
@@ -76,16 +58,38 @@ pub(crate) async fn health(State(state): State<Arc<AppState>>) -> Response {
     .into_response()
 }
 
+fn model_card(id: &str) -> ModelCard {
+    ModelCard {
+        id: id.to_string(),
+        object: "model".into(),
+        created: 0,
+        owned_by: "stencil".into(),
+    }
+}
+
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Response {
     axum::Json(ModelList {
         object: "list".into(),
-        data: vec![ModelCard {
-            id: state.model_id.clone(),
-            object: "model".into(),
-            created: 0,
-            owned_by: "stencil".into(),
-        }],
+        data: vec![model_card(&state.model_id)],
     })
+    .into_response()
+}
+
+/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the served model or one of its aliases.
+pub(crate) async fn model(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if id == state.model_id || state.config.model_aliases.contains(&id) {
+        return axum::Json(model_card(&id)).into_response();
+    }
+    ErrorResponse(ApiError::not_found(
+        format!(
+            "model `{id}` is not served here; this server serves `{}`",
+            state.model_id
+        ),
+        "model_not_found",
+    ))
     .into_response()
 }
 
@@ -178,7 +182,7 @@ async fn admit(
         .prepare(valid.request.clone())
         .await
         .map_err(submit_error)?
-        .map_err(|e| ApiError::from_runtime(&e, valid.constraint_param))?;
+        .map_err(|e| valid.error(&e))?;
     let rx = state.workers.run(prepared).map_err(submit_error)?;
     Ok((valid, rx))
 }

@@ -1,7 +1,8 @@
 //! An OpenAI-compatible HTTP server over an [`Engine`]: a thin axum layer.
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
-//! `GET /health`. Requests are checked by `stencil-openai` (400 naming the field), prepared on
+//! `GET /v1/models/{id}`, `GET /health`. Every request first passes [`guard`] (Host, Origin,
+//! Content-Type, API key): a web page the user opens cannot drive the local server. Requests are checked by `stencil-openai` (400 naming the field), prepared on
 //! a dedicated thread (constraint compile, prompt), then queued for the one generation thread
 //! ([`worker`]); a full queue is a 503 with `Retry-After`. Streams are SSE with keep-alive
 //! comments while a request waits or its prompt is processed; an error after the stream began
@@ -11,6 +12,7 @@
 
 pub mod chunks;
 pub mod engine;
+mod guard;
 mod handlers;
 pub mod worker;
 
@@ -40,6 +42,10 @@ pub struct ServerConfig {
     pub keep_alive: Duration,
     /// Other names requests may use for the model.
     pub model_aliases: Vec<String>,
+    /// Host names accepted in the `Host` header besides IP literals and `localhost` (`*`: any).
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`http://localhost:3000`) allowed to call the server, with CORS (`*`: any).
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +57,8 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(600),
             keep_alive: Duration::from_secs(10),
             model_aliases: Vec::new(),
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -73,12 +81,17 @@ pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
         .route("/v1/chat/completions", post(handlers::chat_completions))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
+        .route("/v1/models/{id}", get(handlers::model))
         .route("/health", get(handlers::health))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            handlers::auth,
+            guard::auth,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::guard,
         ))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)

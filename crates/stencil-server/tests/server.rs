@@ -229,6 +229,7 @@ fn completions_endpoint_streams_and_agrees() {
     let mut stream_body = body.clone();
     stream_body["stream"] = true.into();
     let resp = ureq::post(&format!("{url}/v1/completions"))
+        .set("Content-Type", "application/json")
         .send_string(&stream_body.to_string())
         .unwrap();
     assert!(resp
@@ -271,6 +272,12 @@ fn bad_requests_get_openai_errors() {
         ("/v1/chat/completions", json!({"messages": user(&"word ".repeat(20000))}).to_string(), 400, "messages", "context"),
         ("/v1/chat/completions", json!({"model": "gpt-9", "messages": user("x")}).to_string(), 404, "", "gpt-9"),
         ("/v1/nothing", "{}".into(), 404, "", "no route"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": 5}]}).to_string(), 400, "messages", "messages[0].content must be a string or an array of content parts, not a number"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user"}]}).to_string(), 400, "messages", "messages[0].content is missing"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "max_tokens": 9000}).to_string(), 400, "messages", "max_tokens asks for 9000 more"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"not": {}}}}}).to_string(), 400, "response_format", "unsatisfiable"),
+        ("/v1/completions", json!({"prompt": ""}).to_string(), 400, "prompt", "the prompt is empty"),
+        ("/v1/completions", json!({"prompt": "x", "max_tokens": 9000}).to_string(), 400, "prompt", "max_tokens asks for 9000 more"),
     ];
     for (path, body, status, param, text) in cases {
         let (s, v) = post(url, path, &body, None);
@@ -310,6 +317,23 @@ fn auth_body_limit_timeout_and_keepalive() {
     assert_eq!(s, 401);
     let (s, _) = post(&url, "/v1/chat/completions", &small, Some("sekret"));
     assert_eq!(s, 200);
+    // RFC 7235: the scheme is case-insensitive.
+    let (status, _, _) = raw(
+        &url,
+        "POST",
+        "/v1/chat/completions",
+        &[("Authorization", "bearer sekret")],
+        &small,
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = raw(
+        &url,
+        "POST",
+        "/v1/chat/completions",
+        &[("Authorization", "Basic sekret")],
+        &small,
+    );
+    assert_eq!(status, 401);
     let health = ureq::get(&format!("{url}/health")).call().unwrap();
     assert_eq!(health.status(), 200, "health needs no key");
     let big = json!({"messages": user(&"x".repeat(20_000))}).to_string();
@@ -322,6 +346,7 @@ fn auth_body_limit_timeout_and_keepalive() {
     let prompt = format!("{} Now write a very long story.", "Once more. ".repeat(600));
     let body = json!({"messages": user(&prompt), "max_tokens": 2000, "stream": true, "temperature": 0.8, "seed": 1}).to_string();
     let resp = ureq::post(&format!("{url}/v1/chat/completions"))
+        .set("Content-Type", "application/json")
         .set("Authorization", "Bearer sekret")
         .send_string(&body)
         .unwrap();
@@ -361,6 +386,7 @@ fn disconnect_cancels_and_full_queue_is_503() {
         json!({"messages": user("Write a very long story."), "max_tokens": 3000, "stream": true})
             .to_string();
     let resp = ureq::post(&format!("{url}/v1/chat/completions"))
+        .set("Content-Type", "application/json")
         .send_string(&body)
         .unwrap();
     let mut reader = resp.into_reader();
@@ -400,4 +426,165 @@ fn disconnect_cancels_and_full_queue_is_503() {
         .as_str()
         .unwrap()
         .contains("queue is full"));
+}
+
+/// A raw HTTP/1.1 request with exactly these headers (plus `Host` unless given, and a JSON
+/// content type for bodies unless one is given); returns status, header block and body.
+fn raw(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use std::io::Write;
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("host") {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !body.is_empty() && !has("content-type") {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    let (head, rest) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_ascii_lowercase(), rest.to_string())
+}
+
+/// A web page cannot drive the local server: JSON only, Host checked against DNS rebinding,
+/// no CORS unless configured, preflights only for allowed origins.
+#[test]
+fn web_pages_cannot_drive_the_server() {
+    let url = main_server();
+    let body = json!({"messages": user("hi"), "max_tokens": 2}).to_string();
+    let chat = "/v1/chat/completions";
+    // A "simple" cross-origin request (text/plain, no preflight) is refused.
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let (s, _, b) = raw(url, "POST", chat, &[("Content-Type", ct)], &body);
+        assert_eq!(s, 415, "{ct}: {b}");
+        assert!(
+            b.contains("unsupported_media_type") && b.contains("application/json"),
+            "{b}"
+        );
+    }
+    let (s, _, _) = raw(
+        url,
+        "POST",
+        chat,
+        &[("Content-Type", "application/json; charset=utf-8")],
+        &body,
+    );
+    assert_eq!(s, 200);
+    // DNS rebinding: a foreign name in Host is refused on every route; IPs and localhost pass.
+    for path in ["/health", "/v1/models"] {
+        let (s, _, b) = raw(url, "GET", path, &[("Host", "evil.example:8080")], "");
+        assert_eq!(s, 403, "{b}");
+        assert!(
+            b.contains("host_not_allowed") && b.contains("--allowed-host"),
+            "{b}"
+        );
+    }
+    for host in ["localhost:1234", "127.0.0.1", "[::1]:80"] {
+        let (s, _, b) = raw(url, "GET", "/health", &[("Host", host)], "");
+        assert_eq!(s, 200, "{host}: {b}");
+    }
+    // No CORS by default: a cross-origin request is refused, and so is its preflight.
+    let (s, head, b) = raw(
+        url,
+        "POST",
+        chat,
+        &[("Origin", "http://evil.example")],
+        &body,
+    );
+    assert_eq!(s, 403, "{b}");
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+    let preflight = [
+        ("Origin", "http://evil.example"),
+        ("Access-Control-Request-Method", "POST"),
+        ("Access-Control-Request-Headers", "content-type"),
+    ];
+    let (s, head, _) = raw(url, "OPTIONS", chat, &preflight, "");
+    assert_eq!(s, 403);
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+    // Same-origin pages (a UI served from this address) are fine.
+    let (s, _, _) = raw(url, "GET", "/v1/models", &[("Origin", url)], "");
+    assert_eq!(s, 200);
+
+    // Configured: that origin (and only it) gets CORS and its preflight; a named host passes.
+    let url = start(ServerConfig {
+        cors_origins: vec!["http://app.test:3000".into()],
+        allowed_hosts: vec!["box.lan".into()],
+        ..ServerConfig::default()
+    });
+    let ok_preflight = [
+        ("Origin", "http://app.test:3000"),
+        ("Access-Control-Request-Method", "POST"),
+        (
+            "Access-Control-Request-Headers",
+            "content-type, authorization",
+        ),
+    ];
+    let (s, head, _) = raw(&url, "OPTIONS", chat, &ok_preflight, "");
+    assert_eq!(s, 204, "{head}");
+    assert!(
+        head.contains("access-control-allow-origin: http://app.test:3000"),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-allow-headers: authorization, content-type"),
+        "{head}"
+    );
+    let (s, head, _) = raw(
+        &url,
+        "GET",
+        "/v1/models",
+        &[("Origin", "http://app.test:3000")],
+        "",
+    );
+    assert_eq!(s, 200);
+    assert!(
+        head.contains("access-control-allow-origin: http://app.test:3000"),
+        "{head}"
+    );
+    let (s, _, _) = raw(&url, "OPTIONS", chat, &preflight, "");
+    assert_eq!(s, 403);
+    let (s, _, _) = raw(&url, "GET", "/health", &[("Host", "box.lan:8080")], "");
+    assert_eq!(s, 200);
+}
+
+/// `GET /v1/models/{id}` (the SDK's `models.retrieve`).
+#[test]
+fn models_retrieve() {
+    let url = main_server();
+    let list: Value = ureq::get(&format!("{url}/v1/models"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let id = list["data"][0]["id"].as_str().unwrap().to_string();
+    let (s, _, b) = raw(url, "GET", &format!("/v1/models/{id}"), &[], "");
+    assert_eq!(s, 200, "{b}");
+    let card: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(card["id"], id.as_str());
+    assert_eq!(card["object"], "model");
+    let (s, _, b) = raw(url, "GET", "/v1/models/gpt-9", &[], "");
+    assert_eq!(s, 404, "{b}");
+    assert!(b.contains("model_not_found"), "{b}");
 }

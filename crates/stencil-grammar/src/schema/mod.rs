@@ -688,6 +688,10 @@ impl<'a> Compiler<'a> {
             return Ok(out);
         }
         if let Some(not) = m.get("not") {
+            if accepts_everything(not) {
+                // `not: {}` rules out every value: unsatisfiable, not a negation to refuse.
+                return Ok(nothing());
+            }
             let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
             let negative = self.parts(not, &format!("{ptr}/not"))?;
             return self.subtract(positive, negative, ptr, "not");
@@ -2205,5 +2209,27 @@ fn declared_types(v: &Value) -> [bool; 6] {
         }
         Value::Bool(false) => [false; 6],
         _ => [true; 6],
+    }
+}
+
+/// `true`, or a schema object with nothing but annotations: every instance is valid.
+fn accepts_everything(schema: &Value) -> bool {
+    const ANNOTATIONS: &[&str] = &[
+        "$comment",
+        "$schema",
+        "$id",
+        "$anchor",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    ];
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(o) => o.keys().all(|k| ANNOTATIONS.contains(&k.as_str())),
+        _ => false,
     }
 }

@@ -4,8 +4,14 @@
 //! the byte form of every token ([`stencil_vocab::Vocab`]), BOS handling and *all* end-of-sequence
 //! ids. It is built either from GGUF metadata (`tokenizer.ggml.*`, see [`gguf`]) or from a
 //! `tokenizer.json` (+ optional `tokenizer_config.json`).
+//!
+//! Text is tokenized as text: [`Tokenizer::encode`] never turns `<|im_end|>` written in a string
+//! into the control token. Control tokens come only from markup: a chat template's output
+//! ([`Tokenizer::encode_rendered`], see [`special`]) or a raw prompt whose caller asked for them
+//! ([`Tokenizer::encode_markup`]).
 
 pub mod gguf;
+pub mod special;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,11 +19,16 @@ use std::sync::Arc;
 use stencil_vocab::Vocab;
 
 use crate::error::{io_err, Result, RuntimeError};
+use special::{Piece, SpecialText};
 
 /// A model tokenizer with byte-exact token forms and special-token facts.
 #[derive(Clone)]
 pub struct Tokenizer {
+    /// Recognizes special-token text (for markup).
     inner: Arc<tokenizers::Tokenizer>,
+    /// The same tokenizer with special-token text encoded as text.
+    text_only: Arc<tokenizers::Tokenizer>,
+    special: Arc<SpecialText>,
     vocab: Arc<Vocab>,
     bos: Option<(u32, String)>,
     eos: Option<(u32, String)>,
@@ -52,10 +63,21 @@ impl Tokenizer {
         let vocab = Vocab::from_tokenizer(&inner, eos_ids)
             .map_err(|e| RuntimeError::Tokenizer(e.to_string()))?;
         let name = |id: u32| inner.id_to_token(id).map(|s| (id, s));
+        let special = SpecialText::new(
+            inner
+                .get_added_tokens_decoder()
+                .into_values()
+                .filter(|t| t.special)
+                .map(|t| t.content),
+        );
+        let mut text_only = inner.clone();
+        text_only.set_encode_special_tokens(true);
         Ok(Self {
             bos: bos_id.and_then(name),
             eos: eos_id.and_then(name),
             inner: Arc::new(inner),
+            text_only: Arc::new(text_only),
+            special: Arc::new(special),
             vocab: Arc::new(vocab),
             add_bos,
         })
@@ -95,23 +117,56 @@ impl Tokenizer {
         Self::from_parts(inner, bos_id, eos_id, eos_ids, add_bos)
     }
 
-    /// Encodes text. Special-token text (e.g. `<|im_start|>`) becomes the special token, as chat
-    /// templates need. Adds BOS first when the model asks for it and `add_bos` is set.
+    /// Encodes text as text: special-token strings in it (`<|im_end|>`) are spelled with
+    /// ordinary tokens, never the control token. Adds BOS first when the model asks for it and
+    /// `add_bos` is set.
     pub fn encode(&self, text: &str, add_bos: bool) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| RuntimeError::Tokenizer(e.to_string()))?;
-        let mut ids = Vec::with_capacity(enc.len() + 1);
-        if add_bos && self.add_bos {
-            if let Some((bos, _)) = &self.bos {
-                if enc.get_ids().first() != Some(bos) {
-                    ids.push(*bos);
-                }
+        let ids = Self::ids(&self.text_only, text)?;
+        Ok(self.with_bos(ids, add_bos))
+    }
+
+    /// Encodes markup: special-token strings become control tokens. Only for text the caller
+    /// vouches for (a raw prompt with special tokens explicitly allowed).
+    pub fn encode_markup(&self, text: &str, add_bos: bool) -> Result<Vec<u32>> {
+        let ids = Self::ids(&self.inner, text)?;
+        Ok(self.with_bos(ids, add_bos))
+    }
+
+    /// Encodes a chat template's output: its markup with control tokens, the caller text that
+    /// [`SpecialText::defuse`] replaced with placeholders as text.
+    pub fn encode_rendered(&self, rendered: &str, add_bos: bool) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        for piece in self.special.pieces(rendered) {
+            match piece {
+                Piece::Markup(s) => ids.extend(Self::ids(&self.inner, s)?),
+                Piece::Text(s) => ids.extend(Self::ids(&self.text_only, s)?),
             }
         }
-        ids.extend_from_slice(enc.get_ids());
-        Ok(ids)
+        Ok(self.with_bos(ids, add_bos))
+    }
+
+    /// The special-token strings, for defusing caller text before a template sees it.
+    pub fn special_text(&self) -> &Arc<SpecialText> {
+        &self.special
+    }
+
+    fn ids(tok: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+        let enc = tok
+            .encode(text, false)
+            .map_err(|e| RuntimeError::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    fn with_bos(&self, ids: Vec<u32>, add_bos: bool) -> Vec<u32> {
+        match &self.bos {
+            Some((bos, _)) if add_bos && self.add_bos && ids.first() != Some(bos) => {
+                let mut out = Vec::with_capacity(ids.len() + 1);
+                out.push(*bos);
+                out.extend(ids);
+                out
+            }
+            _ => ids,
+        }
     }
 
     /// Decodes ids to text by concatenating token bytes (invalid UTF-8 is replaced with U+FFFD).
