@@ -11,7 +11,7 @@
 //! output (a partly written last line is dropped and redone).
 
 use std::collections::HashSet;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 
 use anyhow::Context;
@@ -144,17 +144,20 @@ fn resume_output(
         }
         done.insert(number);
     }
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
         .open(path)
         .with_context(|| format!("opening --output {}", path.display()))?;
     file.set_len(complete as u64)
-        .with_context(|| format!("truncating --output {}", path.display()))?;
-    let mut file = file;
-    use std::io::Seek;
-    file.seek(std::io::SeekFrom::End(0))?;
+        .and_then(|()| file.seek(SeekFrom::End(0)))
+        .with_context(|| {
+            format!(
+                "dropping the cut-off last line of --output {}",
+                path.display()
+            )
+        })?;
     Ok((done, file))
 }
 
