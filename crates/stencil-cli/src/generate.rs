@@ -156,11 +156,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 whitespace,
             )?);
         }
-        let prompt = if args.special_tokens {
-            loaded.tokenizer.encode_markup(&args.prompt, true)?
-        } else {
-            loaded.tokenizer.encode(&args.prompt, true)?
-        };
+        let prompt = loaded
+            .tokenizer
+            .encode_raw_prompt(&args.prompt, args.special_tokens)?;
         let result = generate(
             loaded.model.as_ref(),
             &loaded.tokenizer,

@@ -31,6 +31,15 @@ pub struct ErrorObject {
     pub code: Option<serde_json::Value>,
 }
 
+/// The request fields an error about the constraint or the prompt is reported against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorFields {
+    /// The field the constraint came from (`response_format`, `guided_json`, `tools`...).
+    pub constraint: &'static str,
+    /// `messages` (chat) or `prompt` (completions).
+    pub prompt: &'static str,
+}
+
 impl ApiError {
     /// 400 about one request field.
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
@@ -88,9 +97,10 @@ impl ApiError {
         }
     }
 
-    /// The one mapping from runtime errors to API errors. `constraint_param` names the field
-    /// the request's constraint came from (`response_format`, `guided_json`, `tools`...).
-    pub fn from_runtime(e: &RuntimeError, constraint_param: &str) -> Self {
+    /// The one mapping from runtime errors to API errors. `fields` names the request's own
+    /// fields: where its constraint came from (`response_format`, `guided_json`, `tools`...) and
+    /// where its prompt did (`messages` on chat, `prompt` on completions).
+    pub fn from_runtime(e: &RuntimeError, fields: ErrorFields) -> Self {
         let msg = e.to_string();
         match e {
             RuntimeError::InvalidChat(m) => {
@@ -99,19 +109,21 @@ impl ApiError {
                 } else if m.starts_with("tools") {
                     "tools"
                 } else {
-                    "messages"
+                    fields.prompt
                 };
                 Self::invalid(param, msg)
             }
-            RuntimeError::Template(_) | RuntimeError::EmptyPrompt => Self::invalid("messages", msg),
+            RuntimeError::Template(_) | RuntimeError::EmptyPrompt => {
+                Self::invalid(fields.prompt, msg)
+            }
             RuntimeError::PromptTooLong { .. } => {
-                Self::invalid("messages", msg).with_code("context_length_exceeded")
+                Self::invalid(fields.prompt, msg).with_code("context_length_exceeded")
             }
             RuntimeError::Grammar(_) => {
-                Self::invalid(constraint_param, msg).with_code("invalid_constraint")
+                Self::invalid(fields.constraint, msg).with_code("invalid_constraint")
             }
             RuntimeError::Constraint(_) => {
-                Self::invalid(constraint_param, msg).with_code("constraint_too_complex")
+                Self::invalid(fields.constraint, msg).with_code("constraint_too_complex")
             }
             RuntimeError::Sampling(_) => Self::invalid("sampling", msg),
             RuntimeError::BudgetTooSmall { .. } => {

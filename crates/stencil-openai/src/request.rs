@@ -14,7 +14,7 @@ use stencil_runtime::generate::GenerateParams;
 use stencil_runtime::sampler::SamplingParams;
 use stencil_runtime::tools::{json_kind as kind, Tool, ToolChoice};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorFields};
 
 /// A checked request: the runtime request plus what the HTTP layer needs.
 #[derive(Debug, Clone)]
@@ -432,14 +432,21 @@ fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> 
 }
 
 impl ValidRequest {
-    /// A runtime error about this request in API terms: problems with the prompt name
-    /// `prompt` on `/v1/completions` and `messages` on chat.
-    pub fn error(&self, e: &stencil_runtime::RuntimeError) -> ApiError {
-        let mut err = ApiError::from_runtime(e, self.constraint_param);
-        if self.request.prompt.is_some() && err.param.as_deref() == Some("messages") {
-            err.param = Some("prompt".into());
+    /// The fields errors about this request's constraint and prompt are reported against.
+    pub fn error_fields(&self) -> ErrorFields {
+        ErrorFields {
+            constraint: self.constraint_param,
+            prompt: if self.request.prompt.is_some() {
+                "prompt"
+            } else {
+                "messages"
+            },
         }
-        err
+    }
+
+    /// A runtime error about this request, in API terms.
+    pub fn error(&self, e: &stencil_runtime::RuntimeError) -> ApiError {
+        ApiError::from_runtime(e, self.error_fields())
     }
 }
 

@@ -236,20 +236,19 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
     ) -> Result<String> {
-        let texts: Vec<String> = message_texts(messages)?
-            .iter()
-            .map(|t| self.special.defuse(t).into_owned())
-            .collect();
+        let texts = message_texts(messages)?;
+        // Every string the template sees from the caller (content, tool calls, names) is
+        // defused once, here; `texts` become the defused contents.
         let ctx_messages: Vec<serde_json::Value> = messages
             .iter()
-            .zip(&texts)
+            .zip(texts)
             .map(|(m, text)| {
                 let mut v = serde_json::to_value(m).expect("messages serialize");
-                self.special.defuse_json(&mut v);
-                v["content"] = serde_json::Value::String(text.clone());
+                v["content"] = serde_json::Value::String(text);
                 if m.role == "developer" {
                     v["role"] = "system".into();
                 }
+                self.special.defuse_json(&mut v);
                 v
             })
             .collect();
@@ -272,8 +271,8 @@ impl ChatTemplate {
         // request's meaning; refuse instead. (Only system turns: templates legitimately
         // rewrite other content, e.g. strip reasoning from assistant turns.)
         let mut cursor = 0;
-        for (i, (m, text)) in messages.iter().zip(&texts).enumerate() {
-            let t = text.trim();
+        for (i, (m, v)) in messages.iter().zip(&ctx_messages).enumerate() {
+            let t = v["content"].as_str().unwrap_or_default().trim();
             if t.is_empty() || !matches!(m.role.as_str(), "system" | "developer") {
                 continue;
             }

@@ -224,12 +224,10 @@ impl ChatEngine {
 
     /// A completion prompt, tokenized as text (control tokens only if `special_tokens`).
     fn raw_prompt(&self, text: &str, special_tokens: bool, reserved: usize) -> Result<Prompt> {
-        let tokenizer = &self.loaded.tokenizer;
-        let tokens = if special_tokens {
-            tokenizer.encode_markup(text, true)?
-        } else {
-            tokenizer.encode(text, true)?
-        };
+        let tokens = self
+            .loaded
+            .tokenizer
+            .encode_raw_prompt(text, special_tokens)?;
         if tokens.is_empty() {
             return Err(RuntimeError::EmptyPrompt);
         }

@@ -249,15 +249,10 @@ impl<'m> Generator<'m> {
                 m.commit(token)?;
                 if self.fast_forward {
                     let budget = self.max_tokens - self.generated.len();
-                    let forced = m.forced_tokens(budget, |text| {
-                        // Special tokens never stand for constrained text.
-                        let ids = self.tokenizer.encode(text, false)?;
-                        let vocab = self.tokenizer.vocab();
-                        let normal = ids
-                            .iter()
-                            .take_while(|&&id| vocab.kind(id) == TokenKind::Normal);
-                        Ok::<_, RuntimeError>(normal.copied().collect())
-                    })?;
+                    // `encode` is text-only: special-token text in a forced string is spelled
+                    // with ordinary tokens, never a control token.
+                    let forced =
+                        m.forced_tokens(budget, |text| self.tokenizer.encode(text, false))?;
                     self.forced_tokens += forced.len();
                     self.generated.extend_from_slice(&forced);
                     feed.extend(forced);

@@ -11,6 +11,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use stencil_openai::error::ErrorFields;
 use stencil_openai::request::{chat_request, completion_request, ValidRequest};
 use stencil_openai::response::{
     finish_str, now, stencil_info, ChatCompletion, ModelCard, ModelList,
@@ -80,17 +81,24 @@ pub(crate) async fn model(
     State(state): State<Arc<AppState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    if id == state.model_id || state.config.model_aliases.contains(&id) {
-        return axum::Json(model_card(&id)).into_response();
+    match served(&state, &id) {
+        Ok(()) => axum::Json(model_card(&id)).into_response(),
+        Err(e) => ErrorResponse(e).into_response(),
     }
-    ErrorResponse(ApiError::not_found(
+}
+
+/// Whether `name` is the served model or one of its aliases (404 `model_not_found` if not).
+fn served(state: &AppState, name: &str) -> Result<(), ApiError> {
+    if name == state.model_id || state.config.model_aliases.iter().any(|a| a == name) {
+        return Ok(());
+    }
+    Err(ApiError::not_found(
         format!(
-            "model `{id}` is not served here; this server serves `{}`",
+            "model `{name}` is not served here; this server serves `{}`",
             state.model_id
         ),
         "model_not_found",
     ))
-    .into_response()
 }
 
 pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
@@ -166,15 +174,7 @@ async fn admit(
         Endpoint::Completions => completion_request(&value)?,
     };
     if let Some(m) = &valid.model {
-        if *m != state.model_id && !state.config.model_aliases.contains(m) {
-            return Err(ApiError::not_found(
-                format!(
-                    "model `{m}` is not served here; this server serves `{}`",
-                    state.model_id
-                ),
-                "model_not_found",
-            ));
-        }
+        served(state, m)?;
     }
     valid.request.timeout = Some(state.config.request_timeout);
     let prepared = state
@@ -204,9 +204,9 @@ async fn handle(
         include_usage: valid.include_usage,
     };
     if valid.stream {
-        stream(state, writer, rx, valid.constraint_param)
+        stream(state, writer, rx, valid.error_fields())
     } else {
-        whole(writer, rx, valid.constraint_param).await
+        whole(writer, rx, valid.error_fields()).await
     }
 }
 
@@ -220,12 +220,16 @@ fn new_id(endpoint: Endpoint) -> String {
 }
 
 /// A non-streamed response: waits for the outcome.
-async fn whole(writer: ChunkWriter, mut rx: mpsc::Receiver<JobEvent>, param: &str) -> Response {
+async fn whole(
+    writer: ChunkWriter,
+    mut rx: mpsc::Receiver<JobEvent>,
+    fields: ErrorFields,
+) -> Response {
     while let Some(e) = rx.recv().await {
         if let JobEvent::Done(result) = e {
             let o = match result {
                 Ok(o) => o,
-                Err(e) => return ErrorResponse(ApiError::from_runtime(&e, param)).into_response(),
+                Err(e) => return ErrorResponse(ApiError::from_runtime(&e, fields)).into_response(),
             };
             let body = match writer.endpoint {
                 Endpoint::Chat => serde_json::to_value(ChatCompletion::from_outcome(
@@ -260,7 +264,7 @@ fn stream(
     state: Arc<AppState>,
     writer: ChunkWriter,
     rx: mpsc::Receiver<JobEvent>,
-    param: &'static str,
+    fields: ErrorFields,
 ) -> Response {
     let first: Vec<Result<Event, Infallible>> = writer.start().iter().map(data).collect();
     let events = futures_util::stream::unfold(Some((rx, writer)), move |st| async move {
@@ -274,7 +278,7 @@ fn stream(
                 return Some((v, None));
             }
             Some(JobEvent::Done(Err(e))) => {
-                let body = ApiError::from_runtime(&e, param).body();
+                let body = ApiError::from_runtime(&e, fields).body();
                 let v = vec![data(&serde_json::to_value(body).expect("errors serialize"))];
                 return Some((v, None));
             }

@@ -132,6 +132,16 @@ impl Tokenizer {
         Ok(self.with_bos(ids, add_bos))
     }
 
+    /// Encodes a raw prompt (no chat template), BOS first when the model wants one: as text,
+    /// or as markup when the caller explicitly allows control tokens in it.
+    pub fn encode_raw_prompt(&self, text: &str, special_tokens: bool) -> Result<Vec<u32>> {
+        if special_tokens {
+            self.encode_markup(text, true)
+        } else {
+            self.encode(text, true)
+        }
+    }
+
     /// Encodes a chat template's output: its markup with control tokens, the caller text that
     /// [`SpecialText::defuse`] replaced with placeholders as text.
     pub fn encode_rendered(&self, rendered: &str, add_bos: bool) -> Result<Vec<u32>> {

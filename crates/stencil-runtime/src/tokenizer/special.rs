@@ -96,19 +96,16 @@ impl SpecialText {
                 let text = self.strings.get(index)?;
                 Some((text, end + CLOSE.len_utf8()))
             });
+            if at > 0 {
+                pieces.push(Piece::Markup(&rest[..at]));
+            }
             match parsed {
                 Some((text, used)) => {
-                    if at > 0 {
-                        pieces.push(Piece::Markup(&rest[..at]));
-                    }
                     pieces.push(Piece::Text(text));
                     rest = &after[used..];
                 }
                 None => {
                     // A placeholder the template cut apart: its remains are text, never markup.
-                    if at > 0 {
-                        pieces.push(Piece::Markup(&rest[..at]));
-                    }
                     let len = OPEN.len_utf8();
                     pieces.push(Piece::Text(&rest[at..at + len]));
                     rest = &rest[at + len..];
