@@ -194,7 +194,7 @@ fn run_line(
     let result = chat_request(body).and_then(|valid| {
         let outcome = engine
             .chat(&valid.request, |_| ControlFlow::Continue(()))
-            .map_err(|e| valid.error(&e))?;
+            .map_err(|e| stencil_server::api_error(&e, valid.error_fields()))?;
         let id = format!("chatcmpl-batch-{number}");
         Ok(ChatCompletion::from_outcome(&id, model, now(), &outcome))
     });

@@ -91,23 +91,20 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
 
     use stencil_grammar::{compile, Constraint as Spec, Options};
     use stencil_mask::{Constraint, Limits, TokenTrie};
-    use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
-    use stencil_runtime::generate::{GenerateParams, Generator};
+    use stencil_runtime::chat::build_prompt;
+    use stencil_runtime::generate::Generator;
+    use stencil_types::{ChatMessage, GenerateParams, TruncationPolicy};
 
     let loaded = args.model.load()?;
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&args.json_schema)?)?;
-    let options = Options {
-        plain_integers: true,
-        format_total_lengths: true,
-        ..Options::default()
-    };
+    let options = Options::generation();
     let grammar = compile(&Spec::JsonSchema(schema), &options)?.grammar;
     let trie = Arc::new(TokenTrie::new(loaded.tokenizer.vocab()));
     let prompt = build_prompt(
         &loaded.template,
         &loaded.tokenizer,
-        &[ChatMessage::new("user", &args.prompt)],
+        &[ChatMessage::user(&args.prompt)],
         None,
         loaded.model.context_length(),
         1,
@@ -121,7 +118,6 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
         let constraint = Constraint::new(&grammar, trie.clone(), Limits::default())?;
         let params = |fast_forward| GenerateParams {
             max_tokens: args.max_tokens,
-            constraint: Some(constraint.clone()),
             fast_forward,
             ..GenerateParams::default()
         };
@@ -135,6 +131,7 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
             &loaded.tokenizer,
             &prompt,
             &params_greedy(false),
+            Some(&constraint),
         )?
         .into_generation()?;
         masked.push(g.timings.decode_ms_per_token(&g.usage));
@@ -152,10 +149,15 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
         }
         free.push(t.elapsed().as_secs_f64() * 1e3 / g.tokens.len().max(1) as f64);
         let constraint = Constraint::new(&grammar, trie.clone(), Limits::default())?;
-        let mut p = params_greedy(true);
-        p.constraint = Some(constraint);
-        let f = Generator::new(loaded.model.as_ref(), &loaded.tokenizer, &prompt, &p)?
-            .into_generation()?;
+        let p = params_greedy(true);
+        let f = Generator::new(
+            loaded.model.as_ref(),
+            &loaded.tokenizer,
+            &prompt,
+            &p,
+            Some(&constraint),
+        )?
+        .into_generation()?;
         ff_total.push(f.timings.decode.as_secs_f64() * 1e3);
         forced = f.forced_tokens;
     }

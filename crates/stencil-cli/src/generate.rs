@@ -2,17 +2,15 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args};
-use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
-use stencil_mask::{Constraint, Limits, TokenTrie};
-use stencil_runtime::chat::{ChatMessage, TruncationPolicy};
-use stencil_runtime::engine::{ChatEngine, ChatFinish, ChatRequest};
-use stencil_runtime::generate::{generate, GenerateParams, Timings, Usage};
-use stencil_runtime::sampler::SamplingParams;
-use stencil_runtime::tools::{Tool, ToolChoice, ToolEvent};
+use stencil_runtime::engine::ChatEngine;
+use stencil_runtime::tools::ToolEvent;
+use stencil_types::{
+    ChatFinish, ChatMessage, ChatRequest, Constraint as Spec, GenerateParams, SamplingParams, Tool,
+    ToolChoice, TruncationPolicy, Whitespace,
+};
 
 use crate::ModelArgs;
 
@@ -82,7 +80,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub no_parallel_tool_calls: bool,
     /// Unroll recursive schemas to this many nested levels (0: unbounded).
-    #[arg(long, default_value_t = stencil_runtime::engine::DEFAULT_MAX_RECURSION)]
+    #[arg(long, default_value_t = stencil_types::DEFAULT_MAX_RECURSION)]
     pub max_recursion: u32,
     /// Sample every token, even those the constraint forces (for measuring fast-forward).
     #[arg(long)]
@@ -91,7 +89,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     pub loop_guard: String,
     /// The most tool calls in one response (with parallel calls).
-    #[arg(long, default_value_t = stencil_runtime::engine::DEFAULT_MAX_TOOL_CALLS)]
+    #[arg(long, default_value_t = stencil_types::DEFAULT_MAX_TOOL_CALLS)]
     pub max_tool_calls: u32,
     /// When the prompt is too long: `error`, or `drop-oldest-turns`.
     #[arg(long, default_value = "error", value_parser = ["error", "drop-oldest-turns"])]
@@ -117,87 +115,34 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         anyhow::bail!("--tool-choice needs --tools");
     }
     let whitespace = whitespace(&args.whitespace);
+    if args.raw && !tools.is_empty() {
+        anyhow::bail!("--tools needs the chat template; drop --raw");
+    }
     let params = GenerateParams {
         max_tokens: args.max_tokens,
         sampling,
         stop: args.stop.clone(),
-        constraint: None,
         fast_forward: !args.no_fast_forward,
         loop_guard: args.loop_guard == "on",
     };
-    let loaded = args.model.load()?;
-    let load_time = loaded.load_time;
-    let mut stdout = std::io::stdout().lock();
-    let report = |finish: &str, usage: &Usage, timings: &Timings, steer: Steering| {
-        let decode_ms = timings.decode_ms_per_token(usage);
-        eprintln!(
-            "finish_reason={finish} closed_by_budget={} loop_guard_hits={} prompt_tokens={} completion_tokens={} forced_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
-            steer.closed_by_budget,
-            steer.loop_guard_hits,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-            steer.forced_tokens,
-            load_time.as_secs_f64(),
-            timings.prompt_tokens_per_s(usage),
-            decode_ms,
-            1e3 / decode_ms,
-        );
+    let (messages, prompt) = if args.raw {
+        (Vec::new(), Some(args.prompt.clone()))
+    } else {
+        let mut messages = Vec::new();
+        if let Some(s) = &args.system {
+            messages.push(ChatMessage::system(s));
+        }
+        messages.push(ChatMessage::user(&args.prompt));
+        (messages, None)
     };
-    if args.raw {
-        if !tools.is_empty() {
-            anyhow::bail!("--tools needs the chat template; drop --raw");
-        }
-        let mut params = params;
-        if let Some(spec) = &spec {
-            params.constraint = Some(build_constraint(
-                spec,
-                &loaded.tokenizer,
-                &args,
-                whitespace,
-            )?);
-        }
-        let prompt = loaded
-            .tokenizer
-            .encode_raw_prompt(&args.prompt, args.special_tokens)?;
-        let result = generate(
-            loaded.model.as_ref(),
-            &loaded.tokenizer,
-            &prompt,
-            &params,
-            |text| {
-                let _ = stdout.write_all(text.as_bytes());
-                let _ = stdout.flush();
-            },
-        )?;
-        if spec.is_none() {
-            let _ = writeln!(stdout);
-        }
-        let finish = serde_json::to_value(result.finish_reason)?;
-        report(
-            finish.as_str().unwrap_or("?"),
-            &result.usage,
-            &result.timings,
-            Steering {
-                forced_tokens: result.forced_tokens,
-                closed_by_budget: result.closed_by_budget,
-                loop_guard_hits: result.loop_guard_hits,
-            },
-        );
-        return Ok(());
-    }
-    let mut messages = Vec::new();
-    if let Some(s) = &args.system {
-        messages.push(ChatMessage::new("system", s));
-    }
-    messages.push(ChatMessage::new("user", &args.prompt));
     let has_tools = !tools.is_empty();
     let request = ChatRequest {
         messages,
-        prompt: None,
-        special_tokens: false,
+        prompt,
+        special_tokens: args.special_tokens,
         reserve_max_tokens: false,
         tools,
-        tool_choice: args.tool_choice.as_deref().map(ToolChoice::from_cli),
+        tool_choice: args.tool_choice.as_deref().map(tool_choice),
         parallel_tool_calls: !args.no_parallel_tool_calls,
         max_tool_calls: args.max_tool_calls,
         constraint: spec.clone(),
@@ -212,6 +157,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         },
         timeout: None,
     };
+    let loaded = args.model.load()?;
+    let load_time = loaded.load_time;
+    let mut stdout = std::io::stdout().lock();
     let engine = ChatEngine::new(loaded);
     let prepared = engine.prepare(&request)?;
     for w in &prepared.warnings {
@@ -226,8 +174,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     })?;
     if has_tools {
         // The assistant message, as an OpenAI client would receive it.
-        let calls: Vec<serde_json::Value> =
-            outcome.tool_calls.iter().map(|c| c.to_openai()).collect();
+        let calls = &outcome.tool_calls;
         let message = serde_json::json!({
             "role": "assistant",
             "content": outcome.content,
@@ -238,16 +185,20 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         // A constrained output is printed exactly as generated.
         let _ = writeln!(stdout);
     }
-    let finish = serde_json::to_value(outcome.finish_reason)?;
-    report(
-        finish.as_str().unwrap_or("?"),
-        &outcome.usage,
-        &outcome.timings,
-        Steering {
-            forced_tokens: outcome.forced_tokens,
-            closed_by_budget: outcome.closed_by_budget,
-            loop_guard_hits: outcome.loop_guard_hits,
-        },
+    let usage = &outcome.usage;
+    let decode_ms = outcome.timings.decode_ms_per_token(usage);
+    eprintln!(
+        "finish_reason={} closed_by_budget={} loop_guard_hits={} prompt_tokens={} completion_tokens={} forced_tokens={} load={:.2}s prompt={:.1} tok/s decode={:.2} ms/token ({:.1} tok/s)",
+        outcome.finish_reason.as_str(),
+        outcome.closed_by_budget,
+        outcome.loop_guard_hits,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        outcome.forced_tokens,
+        load_time.as_secs_f64(),
+        outcome.timings.prompt_tokens_per_s(usage),
+        decode_ms,
+        1e3 / decode_ms,
     );
     if outcome.finish_reason == ChatFinish::Length && (spec.is_some() || has_tools) {
         eprintln!("warning: max_tokens cut the output short; it is incomplete");
@@ -255,11 +206,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How the constraint steered a generation, for the stderr report.
-struct Steering {
-    forced_tokens: usize,
-    closed_by_budget: bool,
-    loop_guard_hits: usize,
+/// `--tool-choice`: `none`, `auto`, `required`, or a tool name.
+fn tool_choice(s: &str) -> ToolChoice {
+    match s {
+        "none" => ToolChoice::None,
+        "auto" => ToolChoice::Auto,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::Named(name.to_string()),
+    }
 }
 
 /// Reads a tools file: a JSON array of OpenAI tools (`{"type": "function", "function": ...}`)
@@ -312,29 +266,6 @@ fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<Spec>> {
     } else {
         None
     })
-}
-
-/// Compiles a constraint for the model's vocabulary.
-fn build_constraint(
-    spec: &Spec,
-    tokenizer: &stencil_runtime::tokenizer::Tokenizer,
-    args: &GenerateArgs,
-    whitespace: Whitespace,
-) -> anyhow::Result<Arc<Constraint>> {
-    let options = Options {
-        lenient: args.lenient,
-        whitespace,
-        plain_integers: true,
-        format_total_lengths: true,
-        max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
-        ..Options::default()
-    };
-    let compiled = compile(spec, &options)?;
-    for w in &compiled.warnings {
-        eprintln!("warning: {w}");
-    }
-    let trie = Arc::new(TokenTrie::new(tokenizer.vocab()));
-    Ok(Constraint::new(&compiled.grammar, trie, Limits::default())?)
 }
 
 /// A `--json-schema` argument: a file, or the schema itself as JSON.

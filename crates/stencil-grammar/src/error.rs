@@ -3,6 +3,7 @@
 /// Why a constraint was refused. Schema errors carry the JSON pointer (`#/properties/a`) of the
 /// offending subschema.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GrammarError {
     #[error("unsupported JSON Schema keyword `{keyword}` at {pointer}: {reason}")]
     Unsupported {

@@ -72,29 +72,52 @@ pub enum PropertyOrder {
     Any,
 }
 
-/// Compiler options.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Whitespace allowed between JSON tokens.
-    pub whitespace: Whitespace,
-    /// Downgrade unsupported keywords to warnings (the output may then be under-constrained).
-    pub lenient: bool,
-    /// `format` handling.
-    pub format: FormatMode,
-    /// Largest schema accepted, in bytes of its compact JSON text.
+/// Resource limits of the compiler, apart from the language it compiles; exceeding one is a
+/// [`GrammarError::SchemaTooLarge`] or [`GrammarError::TooLarge`], never a silently smaller
+/// language.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// Largest schema accepted, in bytes of its compact JSON text. Default 4 MiB.
     pub max_schema_bytes: usize,
     /// Largest expression tree built (a guard against exponential `allOf`/`anyOf` expansion).
+    /// Default 2,000,000 nodes.
     pub max_expr_nodes: usize,
+}
+
+impl Default for CompileLimits {
+    fn default() -> Self {
+        Self {
+            max_schema_bytes: 4 << 20,
+            max_expr_nodes: 2_000_000,
+        }
+    }
+}
+
+/// What language a schema compiles to. Each field's default is given with it; see
+/// [`Options::generation`] for what generation uses.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Whitespace allowed between JSON tokens. Default: [`Whitespace::Flexible`].
+    pub whitespace: Whitespace,
+    /// Downgrade unsupported keywords to warnings (the output may then be under-constrained).
+    /// Default off.
+    pub lenient: bool,
+    /// `format` handling. Default [`FormatMode::Assert`].
+    pub format: FormatMode,
+    /// Resource limits (not part of the language).
+    pub limits: CompileLimits,
     /// Write `"type": "integer"` values as plain integers only (`8`, never `8.0`). Both are
     /// valid JSON Schema integers (draft 6 on), so the default accepts both, as a validator
     /// must; generation turns this on because typed parsers (serde's `u64`) reject `8.0`.
+    /// Default off.
     pub plain_integers: bool,
     /// Unroll recursive `$ref`s to at most this many nested levels (`None`: unbounded). The
     /// language shrinks (deeper values are refused) but never grows; generation uses it so a
-    /// small model that keeps opening nested values is made to close them.
+    /// small model that keeps opening nested values is made to close them. Default `None`.
     pub max_recursion: Option<u32>,
     /// Order of object members: schema order (what generation wants: keys are forced and
-    /// predictable) or any order (exact for checking JSON written by others).
+    /// predictable) or any order (exact for checking JSON written by others). Default
+    /// [`PropertyOrder::Schema`].
     pub property_order: PropertyOrder,
     /// Enforce the RFC total lengths of `hostname` (253) and `email` (254) (default on: the
     /// counters are stepped lazily, so they cost little; off accepts longer addresses).
@@ -107,12 +130,22 @@ impl Default for Options {
             whitespace: Whitespace::default(),
             lenient: false,
             format: FormatMode::Assert,
-            max_schema_bytes: 4 << 20,
-            max_expr_nodes: 2_000_000,
+            limits: CompileLimits::default(),
             plain_integers: false,
             max_recursion: None,
             format_total_lengths: true,
             property_order: PropertyOrder::Schema,
+        }
+    }
+}
+
+impl Options {
+    /// The options generation uses, the one place they are chosen: the defaults, with integers
+    /// written plainly (see [`Options::plain_integers`]).
+    pub fn generation() -> Self {
+        Self {
+            plain_integers: true,
+            ..Self::default()
         }
     }
 }

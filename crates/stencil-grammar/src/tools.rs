@@ -3,7 +3,7 @@
 //! A call is exactly
 //! `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`, where `NAME` is one of the
 //! tools (as a JSON string) and `ARGS` is an object valid under that tool's parameter schema.
-//! Several calls (parallel calls) are separated by one newline. [`ToolMode`] says where calls
+//! Several calls (parallel calls) are separated by one newline. [`ToolChoice`] says where calls
 //! may appear: `Required`/`Named` make the whole output calls; `Auto` allows free text (or the
 //! content constraint) *or* text followed by calls, the tag opening the constrained region;
 //! `None` forbids the tag.
@@ -29,17 +29,49 @@ pub struct ToolSchema<'a> {
     pub parameters: Option<&'a Value>,
 }
 
-/// Where tool calls may appear (OpenAI's `tool_choice`).
+/// Where tool calls may appear (OpenAI's `tool_choice`); the one definition, re-exported by
+/// `stencil-types` for requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolMode {
+pub enum ToolChoice {
     /// Text only; the call tag never appears.
     None,
     /// Text, or text followed by calls.
     Auto,
     /// One or more calls, nothing else.
     Required,
-    /// Calls of this tool only.
+    /// Calls of this tool only (`{"type": "function", "function": {"name": ...}}`).
     Named(String),
+}
+
+/// The most characters a tool name may have.
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+
+/// The rule for tool names, the one place it is written: 1-64 characters of a-z, A-Z, 0-9,
+/// `_`, `-` and `.`, each name used once. The error names the offending index and name.
+pub fn check_tool_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), (usize, String)> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, n) in names.into_iter().enumerate() {
+        if n.is_empty()
+            || n.len() > MAX_TOOL_NAME_LEN
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        {
+            return Err((
+                i,
+                format!("tools[{i}].function.name `{n}` must be 1-{MAX_TOOL_NAME_LEN} characters of a-z, A-Z, 0-9, _, -, ."),
+            ));
+        }
+        if !seen.insert(n) {
+            return Err((
+                i,
+                format!("tools[{i}].function.name `{n}` is used by an earlier tool too"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Compiles the output grammar for `tools` under `mode`, with at most `max_calls` calls in
@@ -47,27 +79,16 @@ pub enum ToolMode {
 /// Schema response format, say); without it the text is free (minus the call tag).
 pub fn tool_grammar(
     tools: &[ToolSchema],
-    mode: &ToolMode,
+    mode: &ToolChoice,
     max_calls: u32,
     content: Option<Grammar>,
     options: &Options,
 ) -> Result<Compiled, GrammarError> {
-    let mut seen = std::collections::HashSet::new();
-    for t in tools {
-        if t.name.is_empty() {
-            return Err(GrammarError::Tool("a tool has an empty name".into()));
-        }
-        if !seen.insert(t.name) {
-            return Err(GrammarError::Tool(format!(
-                "two tools are named `{}`; tool names must be unique",
-                t.name
-            )));
-        }
-    }
+    check_tool_names(tools.iter().map(|t| t.name)).map_err(|(_, m)| GrammarError::Tool(m))?;
     let callable: Vec<&ToolSchema> = match mode {
-        ToolMode::None => vec![],
-        ToolMode::Auto | ToolMode::Required => tools.iter().collect(),
-        ToolMode::Named(name) => {
+        ToolChoice::None => vec![],
+        ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),
+        ToolChoice::Named(name) => {
             let t = tools.iter().find(|t| t.name == name).ok_or_else(|| {
                 GrammarError::Tool(format!(
                     "tool_choice names `{name}`, which is not among the tools ({})",
@@ -77,10 +98,10 @@ pub fn tool_grammar(
             vec![t]
         }
     };
-    if callable.is_empty() && matches!(mode, ToolMode::Auto | ToolMode::Required) {
+    if callable.is_empty() && matches!(mode, ToolChoice::Auto | ToolChoice::Required) {
         return Err(GrammarError::Tool(format!(
             "tool_choice `{}` needs at least one tool",
-            if *mode == ToolMode::Auto {
+            if *mode == ToolChoice::Auto {
                 "auto"
             } else {
                 "required"
@@ -123,9 +144,9 @@ pub fn tool_grammar(
         None => free_text(),
     };
     grammar.rules[0].expr = match mode {
-        ToolMode::None => text,
-        ToolMode::Required | ToolMode::Named(_) => calls,
-        ToolMode::Auto => {
+        ToolChoice::None => text,
+        ToolChoice::Required | ToolChoice::Named(_) => calls,
+        ToolChoice::Auto => {
             if matches!(text, Expr::Call(_)) {
                 Expr::alt([text, calls])
             } else {

@@ -82,7 +82,10 @@ fn unknown_format_is_refused_unless_annotations() {
 fn schema_size_limit() {
     let big = json!({"enum": (0..1000).map(|i| format!("value-{i}")).collect::<Vec<_>>()});
     let opts = Options {
-        max_schema_bytes: 1000,
+        limits: stencil_grammar::CompileLimits {
+            max_schema_bytes: 1000,
+            ..Default::default()
+        },
         ..Options::default()
     };
     let err = compile_schema(&big, &opts).unwrap_err();

@@ -1,7 +1,7 @@
 //! The `<tool_call>` grammar: which outputs each `tool_choice` admits.
 
 use serde_json::json;
-use stencil_grammar::tools::{tool_grammar, ToolMode, ToolSchema};
+use stencil_grammar::tools::{tool_grammar, ToolChoice, ToolSchema};
 use stencil_grammar::{compile, matches, Constraint, Grammar, GrammarError, Options};
 
 fn tools() -> (serde_json::Value, serde_json::Value) {
@@ -33,7 +33,7 @@ fn each_mode_admits_exactly_its_outputs() {
         },
     ];
     let opts = Options::default();
-    let g = |mode: ToolMode, max_calls: u32| {
+    let g = |mode: ToolChoice, max_calls: u32| {
         tool_grammar(&specs, &mode, max_calls, None, &opts)
             .unwrap()
             .grammar
@@ -42,7 +42,7 @@ fn each_mode_admits_exactly_its_outputs() {
     let c = call("count", r#"{"n": 3}"#);
     let two = format!("{w}\n{c}");
 
-    let required = g(ToolMode::Required, 4);
+    let required = g(ToolChoice::Required, 4);
     assert!(accepts(&required, &w));
     assert!(accepts(&required, &two));
     assert!(!accepts(&required, "hello"));
@@ -54,25 +54,25 @@ fn each_mode_admits_exactly_its_outputs() {
     assert!(!accepts(&required, &call("nope", "{}")));
     assert!(!accepts(&required, ""));
 
-    let two_at_most = g(ToolMode::Required, 2);
+    let two_at_most = g(ToolChoice::Required, 2);
     assert!(accepts(&two_at_most, &two));
     assert!(
         !accepts(&two_at_most, &format!("{two}\n{w}")),
         "at most max_calls calls"
     );
 
-    let single = g(ToolMode::Required, 1);
+    let single = g(ToolChoice::Required, 1);
     assert!(accepts(&single, &w));
     assert!(
         !accepts(&single, &two),
         "parallel_tool_calls=false: one call"
     );
 
-    let named = g(ToolMode::Named("count".into()), 4);
+    let named = g(ToolChoice::Named("count".into()), 4);
     assert!(accepts(&named, &c));
     assert!(!accepts(&named, &w));
 
-    let auto = g(ToolMode::Auto, 4);
+    let auto = g(ToolChoice::Auto, 4);
     assert!(accepts(&auto, "Just text, no call."));
     assert!(accepts(&auto, ""));
     assert!(accepts(&auto, &format!("Let me check.\n{w}")));
@@ -83,7 +83,7 @@ fn each_mode_admits_exactly_its_outputs() {
     );
     assert!(!accepts(&auto, &format!("{w} trailing text")));
 
-    let none = g(ToolMode::None, 4);
+    let none = g(ToolChoice::None, 4);
     assert!(accepts(&none, "plain answer"));
     assert!(!accepts(&none, &w));
     assert!(!accepts(&none, "text <tool_call> inside"));
@@ -104,7 +104,7 @@ fn content_constraint_applies_to_the_text_part() {
     .grammar;
     let g = tool_grammar(
         &specs,
-        &ToolMode::Auto,
+        &ToolChoice::Auto,
         4,
         Some(content),
         &Options::default(),
@@ -119,7 +119,7 @@ fn content_constraint_applies_to_the_text_part() {
 #[test]
 fn bad_tool_sets_are_named() {
     let string_params = json!({"type": "string"});
-    let err = |specs: &[ToolSchema], mode: ToolMode| {
+    let err = |specs: &[ToolSchema], mode: ToolChoice| {
         tool_grammar(specs, &mode, 4, None, &Options::default())
             .unwrap_err()
             .to_string()
@@ -128,20 +128,27 @@ fn bad_tool_sets_are_named() {
         name: "a",
         parameters: None,
     };
-    assert!(err(&[a, a], ToolMode::Auto).contains("two tools are named `a`"));
-    assert!(err(&[a], ToolMode::Named("b".into())).contains("not among the tools (a)"));
-    assert!(err(&[], ToolMode::Required).contains("needs at least one tool"));
+    assert!(err(&[a, a], ToolChoice::Auto)
+        .contains("tools[1].function.name `a` is used by an earlier tool too"));
+    assert!(err(&[a], ToolChoice::Named("b".into())).contains("not among the tools (a)"));
+    assert!(err(&[], ToolChoice::Required).contains("needs at least one tool"));
+    let spaced = ToolSchema {
+        name: "get weather",
+        parameters: None,
+    };
+    assert!(err(&[a, spaced], ToolChoice::Auto)
+        .contains("tools[1].function.name `get weather` must be 1-64 characters"));
     let s = ToolSchema {
         name: "s",
         parameters: Some(&string_params),
     };
-    assert!(err(&[s], ToolMode::Auto).contains("arguments are always an object"));
+    assert!(err(&[s], ToolChoice::Auto).contains("arguments are always an object"));
     let bad = json!({"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}});
     let b = ToolSchema {
         name: "b",
         parameters: Some(&bad),
     };
-    let e = tool_grammar(&[b], &ToolMode::Auto, 4, None, &Options::default()).unwrap_err();
+    let e = tool_grammar(&[b], &ToolChoice::Auto, 4, None, &Options::default()).unwrap_err();
     assert!(matches!(e, GrammarError::Tool(_)));
     assert!(
         e.to_string().contains("tool `b`") && e.to_string().contains("#/nowhere"),

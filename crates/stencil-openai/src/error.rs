@@ -1,7 +1,7 @@
 //! API errors: the OpenAI error object and its HTTP status.
 
 use serde::{Deserialize, Serialize};
-use stencil_runtime::RuntimeError;
+use stencil_types::{RequestError, RequestField};
 
 /// An error as the API reports it: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,54 +97,16 @@ impl ApiError {
         }
     }
 
-    /// The one mapping from runtime errors to API errors. `fields` names the request's own
-    /// fields: where its constraint came from (`response_format`, `guided_json`, `tools`...) and
-    /// where its prompt did (`messages` on chat, `prompt` on completions).
-    pub fn from_runtime(e: &RuntimeError, fields: ErrorFields) -> Self {
-        let msg = e.to_string();
-        match e {
-            RuntimeError::InvalidChat(m) => {
-                let param = if m.starts_with("tool_choice") {
-                    "tool_choice"
-                } else if m.starts_with("tools") {
-                    "tools"
-                } else {
-                    fields.prompt
-                };
-                Self::invalid(param, msg)
-            }
-            RuntimeError::Template(_) | RuntimeError::EmptyPrompt => {
-                Self::invalid(fields.prompt, msg)
-            }
-            RuntimeError::PromptTooLong { .. } => {
-                Self::invalid(fields.prompt, msg).with_code("context_length_exceeded")
-            }
-            RuntimeError::Grammar(_) => {
-                Self::invalid(fields.constraint, msg).with_code("invalid_constraint")
-            }
-            RuntimeError::Constraint(_) => {
-                Self::invalid(fields.constraint, msg).with_code("constraint_too_complex")
-            }
-            RuntimeError::Sampling(_) => Self::invalid("sampling", msg),
-            RuntimeError::BudgetTooSmall { .. } => {
-                Self::invalid("max_tokens", msg).with_code("max_tokens_too_small")
-            }
-            RuntimeError::Timeout(_) => Self {
-                status: 504,
-                message: msg,
-                kind: "timeout",
-                param: None,
-                code: Some("timeout".into()),
-            },
-            RuntimeError::Cancelled => Self {
-                status: 499,
-                message: msg,
-                kind: "cancelled",
-                param: None,
-                code: None,
-            },
-            _ => Self::internal(msg),
-        }
+    /// A request that breaks an engine rule, reported against the request's own field.
+    pub fn from_request(e: &RequestError, fields: ErrorFields) -> Self {
+        let param = match e.field {
+            RequestField::Messages => fields.prompt,
+            RequestField::Tools => "tools",
+            RequestField::ToolChoice => "tool_choice",
+            RequestField::Sampling(name) => name,
+            _ => fields.prompt,
+        };
+        Self::invalid(param, e.to_string())
     }
 
     pub fn body(&self) -> ErrorBody {

@@ -7,12 +7,10 @@
 //! we do not know (`user`, `metadata`...) are ignored as OpenAI does.
 
 use serde_json::{Map, Value};
-use stencil_grammar::{Constraint, Whitespace};
-use stencil_runtime::chat::ChatMessage;
-use stencil_runtime::engine::ChatRequest;
-use stencil_runtime::generate::GenerateParams;
-use stencil_runtime::sampler::SamplingParams;
-use stencil_runtime::tools::{json_kind as kind, Tool, ToolChoice};
+use stencil_types::{
+    json_kind as kind, ChatMessage, ChatRequest, Constraint, GenerateParams, Role, SamplingParams,
+    Tool, ToolChoice, Whitespace,
+};
 
 use crate::error::{ApiError, ErrorFields};
 
@@ -146,9 +144,15 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
             })?),
         },
     };
-    sampling
-        .validate()
-        .map_err(|e| ApiError::invalid("temperature", e.to_string()))?;
+    sampling.validate().map_err(|e| {
+        ApiError::from_request(
+            &e,
+            ErrorFields {
+                constraint: "",
+                prompt: "messages",
+            },
+        )
+    })?;
     let stop = match field(o, "stop") {
         None => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -179,7 +183,6 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
         max_tokens: max,
         sampling,
         stop,
-        constraint: None,
         fast_forward: true,
         loop_guard: boolean(o, "stencil_loop_guard")?.unwrap_or(true),
     })
@@ -443,11 +446,6 @@ impl ValidRequest {
             },
         }
     }
-
-    /// A runtime error about this request, in API terms.
-    pub fn error(&self, e: &stencil_runtime::RuntimeError) -> ApiError {
-        ApiError::from_runtime(e, self.error_fields())
-    }
 }
 
 /// One chat message, its shape checked first so that every error names the field in API terms.
@@ -466,6 +464,13 @@ fn message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
         }
         None => return Err(bad(format!("messages[{i}].role is missing"))),
     };
+    if Role::parse(role).is_none() {
+        let all: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+        return Err(bad(format!(
+            "messages[{i}].role is `{role}`; expected one of {}",
+            all.join(", ")
+        )));
+    }
     match o.get("content") {
         Some(Value::String(_) | Value::Array(_)) => {}
         // Only an assistant message may leave out its content (it may carry tool calls).
@@ -493,6 +498,39 @@ fn message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
         }
     }
     serde_json::from_value::<ChatMessage>(m.clone()).map_err(|e| bad(format!("messages[{i}]: {e}")))
+}
+
+/// OpenAI's `tool_choice`: `"none" | "auto" | "required"` or the named-function object.
+fn tool_choice(v: &Value) -> Result<ToolChoice, ApiError> {
+    let bad = |m: String| ApiError::invalid("tool_choice", m);
+    match v {
+        Value::String(s) => match s.as_str() {
+            "none" => Ok(ToolChoice::None),
+            "auto" => Ok(ToolChoice::Auto),
+            "required" => Ok(ToolChoice::Required),
+            other => Err(bad(format!(
+                "tool_choice `{other}` is not one of none, auto, required (or a function object)"
+            ))),
+        },
+        Value::Object(o) => {
+            if let Some(t) = o.get("type") {
+                if t != "function" {
+                    return Err(bad(format!(
+                        "tool_choice.type is {t}; expected \"function\""
+                    )));
+                }
+            }
+            o.get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .map(|name| ToolChoice::Named(name.to_string()))
+                .ok_or_else(|| bad("tool_choice object needs `function.name` (a string)".into()))
+        }
+        other => Err(bad(format!(
+            "tool_choice must be a string or an object, not {}",
+            kind(other)
+        ))),
+    }
 }
 
 /// Checks a `/v1/chat/completions` body.
@@ -534,8 +572,7 @@ pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
             .collect::<Result<_, _>>()?;
     }
     if let Some(tc) = field(o, "tool_choice") {
-        v.request.tool_choice =
-            Some(ToolChoice::from_json(tc).map_err(|m| ApiError::invalid("tool_choice", m))?);
+        v.request.tool_choice = Some(tool_choice(tc)?);
     }
     v.request.parallel_tool_calls = boolean(o, "parallel_tool_calls")?.unwrap_or(true);
     if let Some(n) = integer(o, "stencil_max_tool_calls", 1, 64)? {
@@ -677,6 +714,16 @@ mod tests {
                 json!({"messages": [7]}),
                 "messages",
                 "messages[0] must be an object",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]}),
+                "messages",
+                "messages[1].role is `wizard`; expected one of system, developer, user, assistant, tool",
+            ),
+            (
+                json!({"messages": msgs(), "top_p": 0}),
+                "top_p",
+                "top_p must be in (0, 1]",
             ),
             (json!({"messages": msgs(), "n": 2}), "n", "only n = 1"),
             (

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stencil_runtime::engine::{ChatFinish, ChatOutcome};
-use stencil_runtime::generate::Usage as RuntimeUsage;
+use stencil_types::{ChatFinish, ChatOutcome, ToolCall, Usage as EngineUsage};
 
 /// Token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,8 +13,8 @@ pub struct Usage {
     pub total_tokens: usize,
 }
 
-impl From<RuntimeUsage> for Usage {
-    fn from(u: RuntimeUsage) -> Self {
+impl From<EngineUsage> for Usage {
+    fn from(u: EngineUsage) -> Self {
         Self {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
@@ -142,11 +141,24 @@ pub struct Completion {
     pub usage: Option<Usage>,
 }
 
+/// The wire spelling of a finish reason.
 pub fn finish_str(f: ChatFinish) -> &'static str {
-    match f {
-        ChatFinish::Stop => "stop",
-        ChatFinish::Length => "length",
-        ChatFinish::ToolCalls => "tool_calls",
+    f.as_str()
+}
+
+impl ToolCallPart {
+    /// A whole call, as a message lists it (`index: None`) or as the first fragment of a
+    /// streamed one (`index: Some(i)`): the one place the wire shape of a call is built.
+    pub fn call(index: Option<usize>, c: &ToolCall) -> Self {
+        Self {
+            index,
+            id: Some(c.id.clone()),
+            kind: Some("function".into()),
+            function: FunctionCall {
+                name: Some(c.name.clone()),
+                arguments: Some(c.arguments.clone()),
+            },
+        }
     }
 }
 
@@ -182,15 +194,7 @@ impl ChatCompletion {
                     tool_calls: o
                         .tool_calls
                         .iter()
-                        .map(|c| ToolCallPart {
-                            index: None,
-                            id: Some(c.id.clone()),
-                            kind: Some("function".into()),
-                            function: FunctionCall {
-                                name: Some(c.name.clone()),
-                                arguments: Some(c.arguments.clone()),
-                            },
-                        })
+                        .map(|c| ToolCallPart::call(None, c))
                         .collect(),
                 },
                 finish_reason: Some(finish_str(o.finish_reason).into()),

@@ -8,11 +8,10 @@
 use std::ops::ControlFlow;
 
 use serde_json::json;
-use stencil_grammar::Constraint;
-use stencil_runtime::chat::ChatMessage;
-use stencil_runtime::engine::{ChatEngine, ChatRequest};
+use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::loader::{load, resolve, LoadOptions};
 use stencil_runtime::tools::ToolEvent;
+use stencil_types::{ChatMessage, ChatRequest, Constraint};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `None` = the default model; or a GGUF path, a safetensors directory, `org/name`.
@@ -29,10 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "additionalProperties": false
     });
     let request = ChatRequest {
-        messages: vec![ChatMessage::new(
-            "user",
-            "The largest city in France, as JSON.",
-        )],
+        messages: vec![ChatMessage::user("The largest city in France, as JSON.")],
         constraint: Some(Constraint::JsonSchema(schema)),
         ..ChatRequest::default()
     };

@@ -1,4 +1,4 @@
-//! Chat messages and the model's own Jinja chat template.
+//! The model's own Jinja chat template, and prompts built with it.
 //!
 //! Templates on the Hub are written for Python's jinja2 (string methods like `.strip()`,
 //! `raise_exception(...)`, `tojson`). [`ChatTemplate`] renders them with minijinja plus the
@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use stencil_types::{message_texts, ChatMessage, RequestError, Role, TruncationPolicy};
 
 use crate::error::{Result, RuntimeError};
 use crate::tokenizer::special::SpecialText;
@@ -16,94 +17,6 @@ use crate::tokenizer::Tokenizer;
 
 /// ChatML, used when a model ships no template of its own.
 pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
-/// One chat message, OpenAI-shaped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    #[serde(default)]
-    pub content: Option<MessageContent>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<serde_json::Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-impl ChatMessage {
-    pub fn new(role: &str, text: &str) -> Self {
-        Self {
-            role: role.into(),
-            content: Some(MessageContent::Text(text.into())),
-            tool_calls: None,
-            tool_call_id: None,
-            name: None,
-        }
-    }
-}
-
-/// `content` as a string or as an array of typed parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum MessageContent {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-/// One part of an array `content`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ContentPart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-}
-
-const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
-
-/// Checks roles and content, and returns each message's text (parts joined).
-pub fn message_texts(messages: &[ChatMessage]) -> Result<Vec<String>> {
-    if messages.is_empty() {
-        return Err(RuntimeError::InvalidChat("`messages` is empty".into()));
-    }
-    messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            if !ROLES.contains(&m.role.as_str()) {
-                return Err(RuntimeError::InvalidChat(format!(
-                    "messages[{i}].role is `{}`; expected one of {}",
-                    m.role,
-                    ROLES.join(", ")
-                )));
-            }
-            match &m.content {
-                None => Ok(String::new()),
-                Some(MessageContent::Text(t)) => Ok(t.clone()),
-                Some(MessageContent::Parts(parts)) => {
-                    let mut text = String::new();
-                    for (j, p) in parts.iter().enumerate() {
-                        match (p.kind.as_str(), &p.text) {
-                            ("text", Some(t)) => text.push_str(t),
-                            ("text", None) => {
-                                return Err(RuntimeError::InvalidChat(format!(
-                                    "messages[{i}].content[{j}] has type `text` but no `text` field"
-                                )))
-                            }
-                            (other, _) => {
-                                return Err(RuntimeError::InvalidChat(format!(
-                                    "messages[{i}].content[{j}] has type `{other}`, but this model accepts text only"
-                                )))
-                            }
-                        }
-                    }
-                    Ok(text)
-                }
-            }
-        })
-        .collect()
-}
 
 /// A compiled chat template.
 pub struct ChatTemplate {
@@ -223,7 +136,7 @@ impl ChatTemplate {
     /// templates that ignore `tools` get the Hermes convention instead).
     pub fn handles_tools(&self) -> bool {
         let probe = serde_json::json!([{"type": "function", "function": {"name": "stencil_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}]);
-        self.render(&[ChatMessage::new("user", "hi")], true, Some(&probe))
+        self.render(&[ChatMessage::user("hi")], true, Some(&probe))
             .is_ok_and(|out| out.contains("stencil_probe_tool"))
     }
 
@@ -245,7 +158,7 @@ impl ChatTemplate {
             .map(|(m, text)| {
                 let mut v = serde_json::to_value(m).expect("messages serialize");
                 v["content"] = serde_json::Value::String(text);
-                if m.role == "developer" {
+                if m.role == Role::Developer {
                     v["role"] = "system".into();
                 }
                 self.special.defuse_json(&mut v);
@@ -273,35 +186,22 @@ impl ChatTemplate {
         let mut cursor = 0;
         for (i, (m, v)) in messages.iter().zip(&ctx_messages).enumerate() {
             let t = v["content"].as_str().unwrap_or_default().trim();
-            if t.is_empty() || !matches!(m.role.as_str(), "system" | "developer") {
+            if t.is_empty() || !m.role.is_system() {
                 continue;
             }
             match out[cursor..].find(t) {
                 Some(at) => cursor += at + t.len(),
                 None => {
-                    return Err(RuntimeError::InvalidChat(format!(
+                    return Err(RequestError::messages(format!(
                         "messages[{i}] (role `{}`) does not appear in the prompt rendered by the model's chat template: the template cannot place it here",
                         m.role
-                    )))
+                    ))
+                    .into())
                 }
             }
         }
         Ok(out)
     }
-}
-
-/// What to do when the rendered prompt is longer than the context allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TruncationPolicy {
-    /// Fail with [`RuntimeError::PromptTooLong`].
-    #[default]
-    Error,
-    /// Keep system messages and the most recent turns: drop whole turns (a user message and
-    /// every assistant/tool message after it) from the oldest on, so a user/assistant pair is
-    /// never split and two user messages never become adjacent. Fails if even the last turn
-    /// does not fit.
-    DropOldestTurns,
 }
 
 /// A rendered, tokenized prompt.
@@ -349,7 +249,7 @@ pub fn build_prompt(
         let starts: Vec<usize> = kept
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.role == "user")
+            .filter(|(_, m)| m.role == Role::User)
             .map(|(i, _)| i)
             .collect();
         if starts.len() < 2 {
@@ -360,7 +260,7 @@ pub fn build_prompt(
         let before = kept.len();
         let mut i = 0;
         kept.retain(|m| {
-            let keep = i >= cut || m.role == "system" || m.role == "developer";
+            let keep = i >= cut || m.role.is_system();
             i += 1;
             keep
         });
@@ -372,8 +272,13 @@ pub fn build_prompt(
 mod tests {
     use super::*;
 
+    use stencil_types::{ContentPart, MessageContent};
+
     fn msgs(pairs: &[(&str, &str)]) -> Vec<ChatMessage> {
-        pairs.iter().map(|(r, t)| ChatMessage::new(r, t)).collect()
+        pairs
+            .iter()
+            .map(|(r, t)| ChatMessage::new(Role::parse(r).expect("a role"), t))
+            .collect()
     }
 
     #[test]
@@ -382,14 +287,14 @@ mod tests {
         let mut m = msgs(&[("user", "hi")]);
         m.push(ChatMessage {
             content: None,
-            ..ChatMessage::new("assistant", "")
+            ..ChatMessage::assistant("")
         });
         m.push(ChatMessage {
             content: Some(MessageContent::Parts(vec![ContentPart {
                 kind: "text".into(),
                 text: Some("again".into()),
             }])),
-            ..ChatMessage::new("user", "")
+            ..ChatMessage::user("")
         });
         let out = t.render(&m, true, None).unwrap();
         assert_eq!(
@@ -401,13 +306,6 @@ mod tests {
     #[test]
     fn bad_messages_are_named() {
         let t = ChatTemplate::new(CHATML_TEMPLATE, None, None).unwrap();
-        let err = t
-            .render(&msgs(&[("user", "a"), ("wizard", "b")]), true, None)
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("messages[1].role is `wizard`"),
-            "{err}"
-        );
         let img: ChatMessage = serde_json::from_value(serde_json::json!({
             "role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]
         }))

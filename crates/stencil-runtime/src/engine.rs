@@ -12,114 +12,27 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use stencil_grammar::tools::{free_text, tool_grammar, ToolMode, ToolSchema};
-use stencil_grammar::{compile, Constraint as Spec, Grammar, Options, Whitespace};
+use stencil_grammar::tools::{free_text, tool_grammar, ToolSchema};
+use stencil_grammar::{compile, Constraint as Spec, Grammar, Options};
 use stencil_mask::{Constraint, Limits, TokenTrie};
-
-use crate::chat::{build_prompt, ChatMessage, Prompt, TruncationPolicy};
-use crate::error::{Result, RuntimeError};
-use crate::generate::{FinishReason, GenerateParams, Generator, Timings, Usage};
-use crate::loader::LoadedModel;
-use crate::tools::{
-    hermes_messages, template_messages, validate_conversation, validate_tools, Tool, ToolCall,
-    ToolCallParser, ToolChoice, ToolEvent,
+use stencil_types::conversation::validate_conversation;
+use stencil_types::{
+    validate_tools, ChatFinish, ChatOutcome, ChatRequest, GenerateParams, RequestError, Role,
+    ToolCall, ToolChoice,
 };
 
-/// Default nesting bound for recursive schemas in generation.
-pub const DEFAULT_MAX_RECURSION: u32 = 12;
-/// Default [`ChatRequest::max_tool_calls`]: enough for real parallel calls, few enough that a
-/// small model cannot fill its budget with near-copies.
-pub const DEFAULT_MAX_TOOL_CALLS: u32 = 4;
-
-/// A chat request, validated and typed (wire formats map onto this).
-#[derive(Debug, Clone)]
-pub struct ChatRequest {
-    pub messages: Vec<ChatMessage>,
-    /// A raw completion prompt (`/v1/completions`): used as is, without the chat template;
-    /// `messages` and `tools` must then be empty.
-    pub prompt: Option<String>,
-    /// Control tokens written as text in `prompt` (`<|im_start|>`) are parsed as control
-    /// tokens. Off by default: text is tokenized as text, so it cannot forge turns.
-    pub special_tokens: bool,
-    /// `max_tokens` was given by the caller: the prompt must leave room for all of it (else
-    /// [`RuntimeError::PromptTooLong`], as OpenAI answers). Otherwise `max_tokens` is a default
-    /// that is capped to the room the prompt leaves.
-    pub reserve_max_tokens: bool,
-    pub tools: Vec<Tool>,
-    /// Default: `auto` when there are tools, else `none`.
-    pub tool_choice: Option<ToolChoice>,
-    pub parallel_tool_calls: bool,
-    /// The most tool calls one response may make when parallel calls are allowed (small
-    /// models tend to add calls until the budget runs out).
-    pub max_tool_calls: u32,
-    /// The output constraint (`response_format`, `guided_*`).
-    pub constraint: Option<Spec>,
-    pub whitespace: Whitespace,
-    /// Unsupported schema keywords become warnings instead of errors.
-    pub lenient: bool,
-    /// Recursive schemas are unrolled to this many nested levels (`None`: unbounded), so a
-    /// small model that keeps nesting is made to close its values.
-    pub max_recursion: Option<u32>,
-    /// Sampling, `max_tokens`, stop strings (its `constraint` is set by the engine).
-    pub params: GenerateParams,
-    pub truncation: TruncationPolicy,
-    /// Wall-clock limit for generation.
-    pub timeout: Option<Duration>,
-}
-
-impl Default for ChatRequest {
-    fn default() -> Self {
-        Self {
-            messages: Vec::new(),
-            prompt: None,
-            special_tokens: false,
-            reserve_max_tokens: false,
-            tools: Vec::new(),
-            tool_choice: None,
-            parallel_tool_calls: true,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            constraint: None,
-            whitespace: Whitespace::default(),
-            lenient: false,
-            max_recursion: Some(DEFAULT_MAX_RECURSION),
-            params: GenerateParams::default(),
-            truncation: TruncationPolicy::Error,
-            timeout: None,
-        }
-    }
-}
-
-/// Why a chat completion ended (OpenAI's `finish_reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChatFinish {
-    Stop,
-    Length,
-    ToolCalls,
-}
-
-/// The result of a chat request.
-#[derive(Debug, Clone)]
-pub struct ChatOutcome {
-    /// Text outside tool calls (`None` when the model only called tools). When `max_tokens` cut
-    /// the output, this is the whole raw output and there are no tool calls.
-    pub content: Option<String>,
-    pub tool_calls: Vec<ToolCall>,
-    pub finish_reason: ChatFinish,
-    pub usage: Usage,
-    pub timings: Timings,
-    pub forced_tokens: usize,
-    /// The token budget steered the output to close early (see [`Generation::closed_by_budget`]).
-    pub closed_by_budget: bool,
-    /// Steps at which the loop guard forbade continuing a repetition.
-    pub loop_guard_hits: usize,
-}
+use crate::chat::{build_prompt, Prompt};
+use crate::error::{Result, RuntimeError};
+use crate::generate::{FinishReason, Generator};
+use crate::loader::LoadedModel;
+use crate::tools::{hermes_messages, template_messages, ToolCallParser, ToolEvent};
 
 /// A request ready to run: prompt tokens and compiled constraint.
 pub struct Prepared {
     pub prompt: Prompt,
     pub params: GenerateParams,
+    /// The output constraint compiled for this model's vocabulary (`None`: unconstrained).
+    pub constraint: Option<Arc<Constraint>>,
     pub warnings: Vec<String>,
     /// Whether generated text is parsed for `<tool_call>` blocks.
     pub tools: bool,
@@ -167,15 +80,15 @@ impl ChatEngine {
     pub fn prepare(&self, req: &ChatRequest) -> Result<Prepared> {
         req.params.sampling.validate()?;
         if req.params.max_tokens == 0 {
-            return Err(RuntimeError::Sampling(
-                "max_tokens must be at least 1".into(),
-            ));
+            return Err(
+                RequestError::sampling("max_tokens", "max_tokens must be at least 1").into(),
+            );
         }
         let choice = match &req.prompt {
             Some(_) if !req.messages.is_empty() || !req.tools.is_empty() => {
-                return Err(RuntimeError::InvalidChat(
-                    "a raw prompt goes without messages and tools".into(),
-                ))
+                return Err(
+                    RequestError::messages("a raw prompt goes without messages and tools").into(),
+                )
             }
             Some(_) => ToolChoice::None,
             None => {
@@ -185,9 +98,10 @@ impl ChatEngine {
                     (Some(ToolChoice::None), _) | (None, true) => ToolChoice::None,
                     (None, false) => ToolChoice::Auto,
                     (Some(c), true) => {
-                        return Err(RuntimeError::InvalidChat(format!(
+                        return Err(RequestError::tool_choice(format!(
                             "tool_choice is {c:?} but the request has no tools"
-                        )))
+                        ))
+                        .into())
                     }
                     (Some(c), false) => c.clone(),
                 }
@@ -203,7 +117,7 @@ impl ChatEngine {
             Some(text) => self.raw_prompt(text, req.special_tokens, reserved)?,
             None => self.chat_prompt(req, reserved)?,
         };
-        let mut params = req.params.clone();
+        let params = req.params.clone();
         if let Some(c) = &constraint {
             // The budget check of generation, before anything is streamed.
             let context = self.loaded.model.context_length();
@@ -212,10 +126,10 @@ impl ChatEngine {
                 .min(context.saturating_sub(prompt.tokens.len()));
             crate::generate::budgeted_matcher(c, max_tokens)?;
         }
-        params.constraint = constraint;
         Ok(Prepared {
             prompt,
             params,
+            constraint,
             warnings,
             tools: !req.tools.is_empty() && choice != ToolChoice::None,
             timeout: req.timeout,
@@ -252,7 +166,7 @@ impl ChatEngine {
         let history_has_tools = req
             .messages
             .iter()
-            .any(|m| m.tool_calls.is_some() || m.role == "tool");
+            .any(|m| m.tool_calls.is_some() || m.role == Role::Tool);
         let (messages, tools_json) = if self.handles_tools {
             let tools = (!req.tools.is_empty())
                 .then(|| serde_json::to_value(&req.tools).expect("tools serialize"));
@@ -299,10 +213,8 @@ impl ChatEngine {
         let options = Options {
             whitespace: req.whitespace.clone(),
             lenient: req.lenient,
-            plain_integers: true,
-            format_total_lengths: true,
             max_recursion: req.max_recursion,
-            ..Options::default()
+            ..Options::generation()
         };
         let (grammar, warnings) = self.grammar_for(req, choice, &options)?;
         let constraint = Constraint::new(&grammar, self.trie.clone(), self.limits.clone())?;
@@ -353,21 +265,20 @@ impl ChatEngine {
             warnings.extend(c.warnings);
             c.grammar
         });
-        let mode = choice.mode();
-        let compiled = if mode == ToolMode::None && content.is_none() {
+        let compiled = if *choice == ToolChoice::None && content.is_none() {
             stencil_grammar::Compiled {
                 grammar: Grammar::single(free_text()),
                 warnings: vec![],
             }
         } else {
             // A named tool_choice asks for that one call.
-            let parallel = req.parallel_tool_calls && !matches!(mode, ToolMode::Named(_));
+            let parallel = req.parallel_tool_calls && !matches!(choice, ToolChoice::Named(_));
             let max_calls = if parallel {
                 req.max_tool_calls.max(1)
             } else {
                 1
             };
-            tool_grammar(&schemas, &mode, max_calls, content, options)?
+            tool_grammar(&schemas, choice, max_calls, content, options)?
         };
         warnings.extend(compiled.warnings);
         Ok((compiled.grammar, warnings))
@@ -386,6 +297,7 @@ impl ChatEngine {
             &self.loaded.tokenizer,
             &prepared.prompt.tokens,
             &prepared.params,
+            prepared.constraint.as_ref(),
         )?;
         let mut parser = ToolCallParser::new();
         let mut send = |events: Vec<ToolEvent>| -> Result<()> {

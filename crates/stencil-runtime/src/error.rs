@@ -7,6 +7,7 @@ use std::path::PathBuf;
 /// Each variant names *what* was wrong and *where* (file, metadata key, message index), so the
 /// CLI and the server can show it to a user as is.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     #[error("cannot read {path}: {source}")]
     Io {
@@ -23,8 +24,10 @@ pub enum RuntimeError {
     Tokenizer(String),
     #[error("chat template error: {0}")]
     Template(String),
-    #[error("invalid chat request: {0}")]
-    InvalidChat(String),
+    /// The request breaks a rule (messages, tools, tool_choice, sampling settings); the error
+    /// says which field.
+    #[error(transparent)]
+    Request(#[from] stencil_types::RequestError),
     #[error("{}", context_message(*tokens, *context, *reserved))]
     PromptTooLong {
         tokens: usize,
@@ -52,8 +55,9 @@ pub enum RuntimeError {
     Cancelled,
     #[error("generation took longer than the {0:?} allowed")]
     Timeout(std::time::Duration),
-    #[error("invalid sampling parameters: {0}")]
-    Sampling(String),
+    /// Generation itself failed (the model produced no usable logits, a worker thread died).
+    #[error("generation failed: {0}")]
+    Generation(String),
     #[error("{context}: {source}")]
     Candle {
         context: String,

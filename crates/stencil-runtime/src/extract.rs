@@ -41,7 +41,7 @@ pub fn extract_json(text: &str) -> Result<(Value, ExtractMethod), ExtractError> 
         }
     }
     Err(ExtractError {
-        snippet: crate::tools::snippet(text),
+        snippet: stencil_types::snippet(text),
     })
 }
 

@@ -3,7 +3,7 @@
 //! [`Generator`] is an iterator of final text chunks (whole UTF-8 characters, never part of a
 //! stop string). [`generate`] drives it with a callback and returns the full [`Generation`].
 //!
-//! With a [`Constraint`] in [`GenerateParams::constraint`], every step masks the logits of the
+//! With a [`Constraint`], every step masks the logits of the
 //! tokens the constraint forbids (`-inf`, so the sampler never picks them) and end-of-sequence
 //! is possible only once the output is complete. `max_tokens` is the matcher's token budget:
 //! every step allows only tokens after which the output can still be completed in the tokens
@@ -17,45 +17,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use stencil_mask::{Constraint, Matcher, TokenSet};
+use stencil_types::GenerateParams;
+use stencil_types::{Timings, Usage};
 use stencil_vocab::TokenKind;
 
 use crate::error::{CandleContext, Result, RuntimeError};
 use crate::models::{LanguageModel, Session};
-use crate::sampler::{Sampler, SamplingParams};
+use crate::sampler::Sampler;
 use crate::stream::{StreamEvent, TextStream};
 use crate::tokenizer::Tokenizer;
-
-/// What to generate.
-#[derive(Debug, Clone)]
-pub struct GenerateParams {
-    pub max_tokens: usize,
-    pub sampling: SamplingParams,
-    /// Generation ends *before* the first occurrence of any of these (not emitted). With a
-    /// constraint, only an occurrence where the output before it is complete ends it, so a stop
-    /// string can never cut a value short.
-    pub stop: Vec<String>,
-    /// Output constraint, compiled for this model's vocabulary.
-    pub constraint: Option<Arc<Constraint>>,
-    /// Feed the tokens a constraint forces (`{"name": "` after `{` in a fixed-order object)
-    /// to the model in one forward pass instead of sampling them one by one.
-    pub fast_forward: bool,
-    /// Under a constraint, forbid the token that would continue a degenerate repetition (see
-    /// [`repetition_to_break`]) wherever another token is allowed.
-    pub loop_guard: bool,
-}
-
-impl Default for GenerateParams {
-    fn default() -> Self {
-        Self {
-            max_tokens: 256,
-            sampling: SamplingParams::default(),
-            stop: Vec::new(),
-            constraint: None,
-            fast_forward: true,
-            loop_guard: true,
-        }
-    }
-}
 
 /// Why generation ended (OpenAI's `finish_reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -65,29 +35,6 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` or the end of the context window.
     Length,
-}
-
-/// Token counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    pub prompt_tokens: usize,
-    pub completion_tokens: usize,
-}
-
-/// Wall-clock time spent in the prompt pass and in decoding.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Timings {
-    pub prompt: Duration,
-    pub decode: Duration,
-}
-
-impl Timings {
-    pub fn prompt_tokens_per_s(&self, usage: &Usage) -> f64 {
-        usage.prompt_tokens as f64 / self.prompt.as_secs_f64().max(1e-9)
-    }
-    pub fn decode_ms_per_token(&self, usage: &Usage) -> f64 {
-        self.decode.as_secs_f64() * 1e3 / usage.completion_tokens.max(1) as f64
-    }
 }
 
 /// A finished generation.
@@ -142,6 +89,7 @@ impl<'m> Generator<'m> {
         tokenizer: &'m Tokenizer,
         prompt: &[u32],
         params: &GenerateParams,
+        constraint: Option<&Arc<Constraint>>,
     ) -> Result<Self> {
         let context = model.context_length();
         if prompt.is_empty() {
@@ -156,7 +104,7 @@ impl<'m> Generator<'m> {
         }
         let sampler = Sampler::new(params.sampling.clone())?;
         let max_tokens = params.max_tokens.min(context - prompt.len());
-        let mut matcher = match &params.constraint {
+        let mut matcher = match constraint {
             Some(c) => {
                 let mut m = budgeted_matcher(c, max_tokens)?;
                 m.set_token_budget(Some(max_tokens));
@@ -234,7 +182,7 @@ impl<'m> Generator<'m> {
             self.sampler.penalize(&mut logits, self.session.tokens());
             self.apply_mask(&mut logits)?;
             let Some(token) = self.sampler.sample(&logits) else {
-                return Err(RuntimeError::Sampling(
+                return Err(RuntimeError::Generation(
                     "every token has probability zero (NaN or -inf logits)".into(),
                 ));
             };
@@ -417,9 +365,10 @@ pub fn generate(
     tokenizer: &Tokenizer,
     prompt: &[u32],
     params: &GenerateParams,
+    constraint: Option<&Arc<Constraint>>,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
-    let mut g = Generator::new(model, tokenizer, prompt, params)?;
+    let mut g = Generator::new(model, tokenizer, prompt, params, constraint)?;
     while let Some(chunk) = g.next_chunk()? {
         on_text(&chunk);
     }
@@ -448,7 +397,7 @@ fn forward_with_mask(
             let logits = forward(session);
             match masking.join() {
                 Ok(r) => r?,
-                Err(_) => return Err(RuntimeError::Sampling("the mask thread panicked".into())),
+                Err(_) => return Err(RuntimeError::Generation("the mask thread panicked".into())),
             }
             logits
         }),

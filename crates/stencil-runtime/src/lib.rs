@@ -7,11 +7,11 @@
 //!   [`models::llama_safetensors`].
 //! - [`tokenizer`]: tokenizers built from GGUF metadata or `tokenizer.json`, with byte-exact
 //!   token forms ([`stencil_vocab::Vocab`]) and every EOS id.
-//! - [`chat`]: message validation, the model's Jinja chat template, truncation policy.
+//! - [`chat`]: the model's Jinja chat template and prompts built with it (messages and the
+//!   other request types are [`stencil_types`]'s).
 //! - [`sampler`], [`stream`], [`generate`]: seeded sampling, UTF-8-safe streaming with stop
 //!   strings, and the [`generate::Generator`] loop.
-//! - [`tools`]: tool definitions, conversation checks, Hermes `<tool_call>` prompting and an
-//!   incremental call parser; [`engine`]: [`engine::ChatEngine`], chat requests end to end
+//! - [`tools`]: Hermes `<tool_call>` prompting and an incremental call parser; [`engine`]: [`engine::ChatEngine`], chat requests end to end
 //!   (prompt, cached constraint, generation, tool calls).
 //! - [`extract`]: the lenient JSON extractor for output that could not be constrained.
 //! - [`convert`]: GGUF -> Hugging Face safetensors directory.

@@ -9,14 +9,11 @@ mod common;
 use std::ops::ControlFlow;
 
 use serde_json::Value;
-use stencil_grammar::Constraint;
-use stencil_runtime::chat::ChatMessage;
-use stencil_runtime::engine::{ChatEngine, ChatFinish, ChatRequest};
+use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::error::RuntimeError;
-use stencil_runtime::generate::GenerateParams;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
-use stencil_runtime::sampler::SamplingParams;
+use stencil_types::{ChatFinish, ChatMessage, ChatRequest, Constraint, GenerateParams, SamplingParams};
 
 const MAX_TOKENS: usize = 300;
 
@@ -48,10 +45,7 @@ fn maskbench_corpus_outputs_finish_complete_and_valid() {
             .unwrap_or_else(|e| panic!("{rel}: jsonschema cannot build the schema: {e}"));
         for seed in [None, Some(1), Some(2)] {
             let req = ChatRequest {
-                messages: vec![ChatMessage::new(
-                    "user",
-                    "Produce a realistic example instance.",
-                )],
+                messages: vec![ChatMessage::user("Produce a realistic example instance.")],
                 constraint: Some(Constraint::JsonSchema(schema.clone())),
                 params: GenerateParams {
                     max_tokens: MAX_TOKENS,

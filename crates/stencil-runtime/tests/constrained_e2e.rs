@@ -8,15 +8,15 @@ use std::ops::ControlFlow;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use stencil_grammar::Constraint;
-use stencil_runtime::chat::ChatMessage;
-use stencil_runtime::engine::{ChatEngine, ChatFinish, ChatOutcome, ChatRequest};
+use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::error::RuntimeError;
-use stencil_runtime::generate::GenerateParams;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
-use stencil_runtime::sampler::SamplingParams;
-use stencil_runtime::tools::{Tool, ToolChoice, ToolEvent};
+use stencil_runtime::tools::ToolEvent;
+use stencil_types::{
+    ChatFinish, ChatMessage, ChatOutcome, ChatRequest, Constraint, GenerateParams, SamplingParams,
+    Tool, ToolChoice,
+};
 
 fn engine() -> &'static ChatEngine {
     static E: OnceLock<ChatEngine> = OnceLock::new();
@@ -85,7 +85,7 @@ fn schema_corpus_outputs_are_valid_greedy_and_sampled() {
         );
         for seed in RUNS {
             let req = ChatRequest {
-                messages: vec![ChatMessage::new("user", &prompt)],
+                messages: vec![ChatMessage::user(&prompt)],
                 constraint: Some(Constraint::JsonSchema(schema.clone())),
                 params: params(seed, 600),
                 ..ChatRequest::default()
@@ -136,10 +136,9 @@ fn bfcl_tool_calls_validate_against_their_schemas() {
         let tool: Tool = serde_json::from_value(json!({"type": "function", "function": {"name": name, "description": format!("The function {name}."), "parameters": parameters}})).unwrap();
         for seed in [None, Some(3)] {
             let req = ChatRequest {
-                messages: vec![ChatMessage::new(
-                    "user",
-                    &format!("Call {name} with suitable arguments."),
-                )],
+                messages: vec![ChatMessage::user(&format!(
+                    "Call {name} with suitable arguments."
+                ))],
                 tools: vec![tool.clone()],
                 tool_choice: Some(ToolChoice::Required),
                 params: params(seed, 400),
@@ -167,7 +166,7 @@ fn weather_tools() -> Vec<Tool> {
 fn tool_choice_modes_named_auto_none_and_streaming_events() {
     let tools = weather_tools();
     let ask = |choice: ToolChoice, seed| ChatRequest {
-        messages: vec![ChatMessage::new("user", "北京今天天气怎么样？")],
+        messages: vec![ChatMessage::user("北京今天天气怎么样？")],
         tools: tools.clone(),
         tool_choice: Some(choice),
         params: params(seed, 200),
@@ -274,7 +273,7 @@ fn tool_results_in_history_and_bad_history() {
         "{err}"
     );
     let mut unanswered = messages[..2].to_vec();
-    unanswered.push(ChatMessage::new("user", "and?"));
+    unanswered.push(ChatMessage::user("and?"));
     let err = engine()
         .prepare(&ChatRequest {
             messages: unanswered,
@@ -303,7 +302,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
     let dfa = regex_automata::dfa::dense::DFA::new(&format!("^(?:{re})$")).unwrap();
     for seed in RUNS {
         let out = chat(&ChatRequest {
-            messages: vec![ChatMessage::new("user", "A name and an age.")],
+            messages: vec![ChatMessage::user("A name and an age.")],
             constraint: Some(Constraint::Regex(re.into())),
             params: params(seed, 40),
             ..ChatRequest::default()
@@ -318,7 +317,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
             "{text:?} does not match {re}"
         );
         let out = chat(&ChatRequest {
-            messages: vec![ChatMessage::new("user", "Is water wet?")],
+            messages: vec![ChatMessage::user("Is water wet?")],
             constraint: Some(Constraint::Choice(vec![
                 "yes".into(),
                 "no".into(),
@@ -335,7 +334,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
         let mut p = params(seed, 80);
         p.stop = vec![",".into(), "]".into(), "\"".into()];
         let out = chat(&ChatRequest {
-            messages: vec![ChatMessage::new("user", "Three numbers as JSON.")],
+            messages: vec![ChatMessage::user("Three numbers as JSON.")],
             constraint: Some(Constraint::JsonSchema(schema.clone())),
             params: p,
             ..ChatRequest::default()
@@ -350,7 +349,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
     let mut p = params(None, 80);
     p.stop = vec!["7".into()];
     let out = chat(&ChatRequest {
-        messages: vec![ChatMessage::new("user", "Write the number 77.")],
+        messages: vec![ChatMessage::user("Write the number 77.")],
         constraint: Some(Constraint::Regex("[0-9]{1,3}".into())),
         params: p,
         ..ChatRequest::default()
@@ -364,7 +363,7 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     // (30 integers: SmolLM2 writes every digit as a token of its own.)
     let schema = json!({"type": "object", "properties": {"codes": {"type": "array", "items": {"type": "integer"}, "minItems": 30}}, "required": ["codes"]});
     let req = |max_tokens| ChatRequest {
-        messages: vec![ChatMessage::new("user", "Write JSON.")],
+        messages: vec![ChatMessage::user("Write JSON.")],
         constraint: Some(Constraint::JsonSchema(schema.clone())),
         params: params(Some(5), max_tokens),
         ..ChatRequest::default()
@@ -400,7 +399,7 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     let story = json!({"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}}, "required": ["story", "moral"], "additionalProperties": false});
     for seed in RUNS {
         let out = chat(&ChatRequest {
-            messages: vec![ChatMessage::new("user", "Tell a very long story as JSON.")],
+            messages: vec![ChatMessage::user("Tell a very long story as JSON.")],
             constraint: Some(Constraint::JsonSchema(story.clone())),
             params: params(seed, 24),
             ..ChatRequest::default()
@@ -415,7 +414,7 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     // machine and build (what seeds promise; across machines rounding may differ).
     let text = |seed| {
         chat(&ChatRequest {
-            messages: vec![ChatMessage::new("user", "Write a long story.")],
+            messages: vec![ChatMessage::user("Write a long story.")],
             params: params(Some(seed), 8),
             ..ChatRequest::default()
         })

@@ -8,11 +8,10 @@ mod common;
 use std::sync::OnceLock;
 
 use serde_json::json;
-use stencil_runtime::chat::ChatMessage;
-use stencil_runtime::engine::{ChatEngine, ChatRequest};
+use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
-use stencil_runtime::tools::Tool;
+use stencil_types::{ChatMessage, ChatRequest, Role, Tool};
 use stencil_vocab::TokenKind;
 
 fn engine() -> &'static ChatEngine {
@@ -62,9 +61,9 @@ fn specials_in(ids: &[u32]) -> Vec<u32> {
 
 fn conversation(text: &str) -> ChatRequest {
     let call = json!({"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": format!("{{\"q\": {}}}", json!(text))}});
-    let mut assistant = ChatMessage::new("assistant", text);
+    let mut assistant = ChatMessage::assistant(text);
     assistant.tool_calls = Some(vec![call]);
-    let mut tool = ChatMessage::new("tool", text);
+    let mut tool = ChatMessage::new(Role::Tool, text);
     tool.tool_call_id = Some("call_1".into());
     let tools: Vec<Tool> = serde_json::from_value(json!([{"type": "function", "function": {
         "name": "lookup", "description": text,
@@ -73,11 +72,11 @@ fn conversation(text: &str) -> ChatRequest {
     .unwrap();
     ChatRequest {
         messages: vec![
-            ChatMessage::new("system", text),
-            ChatMessage::new("user", text),
+            ChatMessage::system(text),
+            ChatMessage::user(text),
             assistant,
             tool,
-            ChatMessage::new("user", text),
+            ChatMessage::user(text),
         ],
         tools,
         ..ChatRequest::default()
@@ -123,7 +122,7 @@ fn a_prompt_without_room_for_an_explicit_max_tokens_is_refused() {
     let e = engine();
     let context = e.loaded.model.context_length();
     let mut req = ChatRequest {
-        messages: vec![ChatMessage::new("user", "hello")],
+        messages: vec![ChatMessage::user("hello")],
         ..ChatRequest::default()
     };
     req.params.max_tokens = context;

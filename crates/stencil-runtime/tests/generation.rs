@@ -5,12 +5,12 @@ mod common;
 
 use std::sync::OnceLock;
 
-use stencil_runtime::chat::{build_prompt, ChatMessage, TruncationPolicy};
-use stencil_runtime::generate::{generate, FinishReason, GenerateParams, Generator};
+use stencil_runtime::chat::build_prompt;
+use stencil_runtime::generate::{generate, FinishReason, Generator};
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions, LoadedModel};
-use stencil_runtime::sampler::SamplingParams;
 use stencil_runtime::RuntimeError;
+use stencil_types::{ChatMessage, GenerateParams, SamplingParams, TruncationPolicy};
 
 fn model() -> &'static LoadedModel {
     static M: OnceLock<LoadedModel> = OnceLock::new();
@@ -25,7 +25,7 @@ fn chat_prompt(user: &str) -> Vec<u32> {
     build_prompt(
         &m.template,
         &m.tokenizer,
-        &[ChatMessage::new("user", user)],
+        &[ChatMessage::user(user)],
         None,
         m.model.context_length(),
         1,
@@ -45,7 +45,7 @@ fn greedy(max_tokens: usize) -> GenerateParams {
 
 fn run(prompt: &[u32], params: &GenerateParams) -> stencil_runtime::generate::Generation {
     let m = model();
-    generate(m.model.as_ref(), &m.tokenizer, prompt, params, |_| {}).unwrap()
+    generate(m.model.as_ref(), &m.tokenizer, prompt, params, None, |_| {}).unwrap()
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn gguf_chat_template_renders_chatml_with_default_system() {
     let m = model();
     let text = m
         .template
-        .render(&[ChatMessage::new("user", "Hi")], true, None)
+        .render(&[ChatMessage::user("Hi")], true, None)
         .unwrap();
     assert!(m.template_source.as_deref().unwrap().contains("im_start"));
     assert!(text.starts_with("<|im_start|>system\n"), "{text}");
@@ -64,10 +64,7 @@ fn gguf_chat_template_renders_chatml_with_default_system() {
     let with_system = m
         .template
         .render(
-            &[
-                ChatMessage::new("system", "Be terse."),
-                ChatMessage::new("user", "Hi"),
-            ],
+            &[ChatMessage::system("Be terse."), ChatMessage::user("Hi")],
             true,
             None,
         )
@@ -166,7 +163,7 @@ fn streaming_chunks_are_whole_characters_and_join_to_the_text() {
     let prompt = chat_prompt("Translate to Chinese: I love programming and good food. 🍜");
     let m = model();
     let params = greedy(48);
-    let mut gen = Generator::new(m.model.as_ref(), &m.tokenizer, &prompt, &params).unwrap();
+    let mut gen = Generator::new(m.model.as_ref(), &m.tokenizer, &prompt, &params, None).unwrap();
     let mut chunks = Vec::new();
     for c in gen.by_ref() {
         chunks.push(c.unwrap());
@@ -194,12 +191,12 @@ fn streaming_chunks_are_whole_characters_and_join_to_the_text() {
 fn prompt_too_long_is_an_error_or_truncated() {
     let m = model();
     let long = "word ".repeat(3000);
-    let mut messages = vec![ChatMessage::new("system", "You are helpful.")];
+    let mut messages = vec![ChatMessage::system("You are helpful.")];
     for i in 0..4 {
-        messages.push(ChatMessage::new("user", &format!("{i} {long}")));
-        messages.push(ChatMessage::new("assistant", "ok"));
+        messages.push(ChatMessage::user(&format!("{i} {long}")));
+        messages.push(ChatMessage::assistant("ok"));
     }
-    messages.push(ChatMessage::new("user", "last question"));
+    messages.push(ChatMessage::user("last question"));
     let build = |policy| {
         build_prompt(
             &m.template,
@@ -234,6 +231,7 @@ fn prompt_too_long_is_an_error_or_truncated() {
         &m.tokenizer,
         &too_long,
         &GenerateParams::default(),
+        None,
     )
     .err()
     .unwrap();
@@ -312,10 +310,18 @@ fn constrained_sampling_is_valid_json() {
                 seed: Some(seed),
                 ..Default::default()
             },
-            constraint: Some(constraint.clone()),
             ..Default::default()
         };
-        let g = run(&prompt, &params);
+        let m = model();
+        let g = generate(
+            m.model.as_ref(),
+            &m.tokenizer,
+            &prompt,
+            &params,
+            Some(&constraint),
+            |_| {},
+        )
+        .unwrap();
         // Under the budget every output ends complete.
         assert_eq!(g.finish_reason, FinishReason::Stop, "{:?}", g.text);
         let v: serde_json::Value =
@@ -330,9 +336,9 @@ fn constrained_sampling_is_valid_json() {
         &prompt,
         &GenerateParams {
             max_tokens: 3,
-            constraint: Some(constraint),
             ..Default::default()
         },
+        Some(&constraint),
         |_| {},
     )
     .expect_err("a 3-token budget is too small");

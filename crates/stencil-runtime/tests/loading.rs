@@ -8,11 +8,12 @@ use std::path::Path;
 use candle_core::quantized::gguf_file;
 use candle_core::DType;
 use stencil_runtime::convert::convert_gguf_to_safetensors;
-use stencil_runtime::generate::{generate, GenerateParams};
+use stencil_runtime::generate::generate;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, resolve, LoadOptions};
 use stencil_runtime::models::quantized_llama::WeightFormat;
 use stencil_runtime::RuntimeError;
+use stencil_types::GenerateParams;
 
 fn greedy(files: &ModelFiles, format: WeightFormat, prompt: &str, n: usize) -> Vec<u32> {
     let m = load(
@@ -30,7 +31,7 @@ fn greedy(files: &ModelFiles, format: WeightFormat, prompt: &str, n: usize) -> V
         max_tokens: n,
         ..Default::default()
     };
-    generate(m.model.as_ref(), &m.tokenizer, &ids, &params, |_| {})
+    generate(m.model.as_ref(), &m.tokenizer, &ids, &params, None, |_| {})
         .unwrap()
         .tokens
 }

@@ -7,8 +7,8 @@ use stencil_openai::response::{
     finish_str, stencil_info, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall,
     ToolCallPart, Usage,
 };
-use stencil_runtime::engine::ChatOutcome;
 use stencil_runtime::tools::ToolEvent;
+use stencil_types::{ChatOutcome, ToolCall};
 
 /// Which endpoint's chunk shape to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,15 +84,14 @@ impl ChunkWriter {
                 ..Delta::default()
             },
             ToolEvent::CallStart { index, id, name } => Delta {
-                tool_calls: Some(vec![ToolCallPart {
-                    index: Some(index),
-                    id: Some(id),
-                    kind: Some("function".into()),
-                    function: FunctionCall {
-                        name: Some(name),
-                        arguments: Some(String::new()),
+                tool_calls: Some(vec![ToolCallPart::call(
+                    Some(index),
+                    &ToolCall {
+                        id,
+                        name,
+                        arguments: String::new(),
                     },
-                }]),
+                )]),
                 ..Delta::default()
             },
             ToolEvent::Arguments { index, fragment } => Delta {

@@ -2,9 +2,10 @@
 
 use std::ops::ControlFlow;
 
-use stencil_runtime::engine::{ChatEngine, ChatOutcome, ChatRequest, Prepared};
+use stencil_runtime::engine::{ChatEngine, Prepared};
 use stencil_runtime::tools::ToolEvent;
 use stencil_runtime::RuntimeError;
+use stencil_types::{ChatOutcome, ChatRequest};
 
 /// What the HTTP layer needs from a model.
 pub trait Engine: Send + Sync + 'static {

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::chunks::{ChunkWriter, Endpoint};
 use crate::worker::{JobEvent, SubmitError};
-use crate::AppState;
+use crate::{api_error, AppState};
 
 /// An [`ApiError`] as an HTTP response.
 pub(crate) struct ErrorResponse(pub ApiError);
@@ -182,7 +182,7 @@ async fn admit(
         .prepare(valid.request.clone())
         .await
         .map_err(submit_error)?
-        .map_err(|e| valid.error(&e))?;
+        .map_err(|e| api_error(&e, valid.error_fields()))?;
     let rx = state.workers.run(prepared).map_err(submit_error)?;
     Ok((valid, rx))
 }
@@ -229,7 +229,7 @@ async fn whole(
         if let JobEvent::Done(result) = e {
             let o = match result {
                 Ok(o) => o,
-                Err(e) => return ErrorResponse(ApiError::from_runtime(&e, fields)).into_response(),
+                Err(e) => return ErrorResponse(api_error(&e, fields)).into_response(),
             };
             let body = match writer.endpoint {
                 Endpoint::Chat => serde_json::to_value(ChatCompletion::from_outcome(
@@ -278,7 +278,7 @@ fn stream(
                 return Some((v, None));
             }
             Some(JobEvent::Done(Err(e))) => {
-                let body = ApiError::from_runtime(&e, fields).body();
+                let body = api_error(&e, fields).body();
                 let v = vec![data(&serde_json::to_value(body).expect("errors serialize"))];
                 return Some((v, None));
             }

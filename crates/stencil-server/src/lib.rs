@@ -8,10 +8,11 @@
 //! comments while a request waits or its prompt is processed; an error after the stream began
 //! is one `data: {"error": ...}` event, after which the stream ends without `[DONE]`. A client
 //! that disconnects cancels its generation. Every error body is the OpenAI error object, and
-//! [`stencil_openai::ApiError::from_runtime`] is the one place runtime errors get a status.
+//! [`api_error`] is the one place runtime errors get a status.
 
 pub mod chunks;
 pub mod engine;
+mod errors;
 mod guard;
 mod handlers;
 pub mod worker;
@@ -25,6 +26,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 pub use engine::Engine;
+pub use errors::api_error;
 use worker::Workers;
 
 /// Server settings.

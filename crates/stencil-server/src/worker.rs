@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 
-use stencil_runtime::engine::{ChatOutcome, ChatRequest, Prepared};
+use stencil_runtime::engine::Prepared;
 use stencil_runtime::tools::ToolEvent;
 use stencil_runtime::RuntimeError;
+use stencil_types::{ChatOutcome, ChatRequest};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::Engine;

@@ -22,6 +22,7 @@ pub enum TokenKind {
 
 /// Errors building a [`Vocab`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VocabError {
     #[error("token {id} ({token:?}) contains {ch:?}, which is not a byte-level BPE character")]
     NotByteLevel { id: u32, token: String, ch: char },
@@ -76,8 +77,9 @@ impl Vocab {
         })
     }
 
-    /// Builds a vocabulary from a `tokenizers` tokenizer, detecting the byte encoding from its
+    /// Builds a vocabulary from a `tokenizers` tokenizer (feature `tokenizers`), detecting the byte encoding from its
     /// decoder (byte-level) or model (byte-fallback BPE / SentencePiece metaspace).
+    #[cfg(feature = "tokenizers")]
     pub fn from_tokenizer(
         tok: &tokenizers::Tokenizer,
         eos_ids: Vec<u32>,
@@ -135,6 +137,7 @@ impl Vocab {
     }
 }
 
+#[cfg(feature = "tokenizers")]
 fn detect_style(tok: &tokenizers::Tokenizer) -> Result<VocabStyle, VocabError> {
     // The serialized form is the stable, public view of which components are in use.
     let json = tok

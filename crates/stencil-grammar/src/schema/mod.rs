@@ -111,11 +111,11 @@ fn known_metaschema(uri: &Value) -> bool {
 
 /// Compiles a JSON Schema.
 pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, GrammarError> {
-    let size = compact_size(schema, options.max_schema_bytes);
-    if size > options.max_schema_bytes {
+    let size = compact_size(schema, options.limits.max_schema_bytes);
+    if size > options.limits.max_schema_bytes {
         return Err(GrammarError::SchemaTooLarge {
             given: size,
-            limit: options.max_schema_bytes,
+            limit: options.limits.max_schema_bytes,
         });
     }
     let draft = refs::Draft::of(schema);
@@ -203,10 +203,10 @@ impl<'a> Compiler<'a> {
     fn schema_expr(&mut self, v: &Value, ptr: &str) -> Result<Expr, GrammarError> {
         let e = alt_parts(self.parts(v, ptr)?);
         self.nodes += e.size();
-        if self.nodes > self.opts.max_expr_nodes {
+        if self.nodes > self.opts.limits.max_expr_nodes {
             return Err(GrammarError::TooLarge {
                 pointer: ptr.into(),
-                limit: self.opts.max_expr_nodes,
+                limit: self.opts.limits.max_expr_nodes,
             });
         }
         Ok(e)
