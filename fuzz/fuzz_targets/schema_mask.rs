@@ -11,7 +11,7 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use stencil_grammar::{compile, Constraint as Spec, Options, PropertyOrder, Whitespace};
+use stencil_grammar::{compile, ConstraintSpec, Options, PropertyOrder, Whitespace};
 use stencil_mask::{Constraint, Limits, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
@@ -43,16 +43,18 @@ fuzz_target!(|data: &[u8]| {
     let split = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
     let (head, walk) = data.split_at(split);
     let spec = match serde_json::from_slice::<serde_json::Value>(head) {
-        Ok(v) => Spec::JsonSchema(v),
+        Ok(v) => ConstraintSpec::JsonSchema(v),
         Err(_) => match std::str::from_utf8(head) {
-            Ok(re) => Spec::Regex(re.to_string()),
+            Ok(re) => ConstraintSpec::Regex(re.to_string()),
             Err(_) => return,
         },
     };
     let opts = Options {
         whitespace: Whitespace::Flexible { max: 2 },
-        max_schema_bytes: 1 << 16,
-        max_expr_nodes: 200_000,
+        limits: stencil_grammar::CompileLimits {
+            max_schema_bytes: 1 << 16,
+            max_expr_nodes: 200_000,
+        },
         // The walk's first byte (unused by the walk) picks the member order and whether
         // recursion is unrolled (bounded at 2 levels) or unbounded.
         property_order: if walk.get(1).is_some_and(|b| b & 1 == 1) {

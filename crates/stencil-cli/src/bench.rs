@@ -89,7 +89,7 @@ pub struct OverheadArgs {
 pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
     use std::sync::Arc;
 
-    use stencil_grammar::{compile, Constraint as Spec, Options};
+    use stencil_grammar::{compile, ConstraintSpec, Options};
     use stencil_mask::{Constraint, Limits, TokenTrie};
     use stencil_runtime::chat::build_prompt;
     use stencil_runtime::generate::Generator;
@@ -99,7 +99,7 @@ pub fn overhead(args: OverheadArgs) -> anyhow::Result<()> {
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&args.json_schema)?)?;
     let options = Options::generation();
-    let grammar = compile(&Spec::JsonSchema(schema), &options)?.grammar;
+    let grammar = compile(&ConstraintSpec::JsonSchema(schema), &options)?.grammar;
     let trie = Arc::new(TokenTrie::new(loaded.tokenizer.vocab()));
     let prompt = build_prompt(
         &loaded.template,

@@ -8,7 +8,7 @@ use clap::{ArgGroup, Args};
 use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::tools::ToolEvent;
 use stencil_types::{
-    ChatFinish, ChatMessage, ChatRequest, Constraint as Spec, GenerateParams, SamplingParams, Tool,
+    ChatFinish, ChatMessage, ChatRequest, ConstraintSpec, GenerateParams, SamplingParams, Tool,
     ToolChoice, TruncationPolicy, Whitespace,
 };
 
@@ -254,15 +254,15 @@ fn whitespace(arg: &str) -> Whitespace {
 }
 
 /// The constraint asked for on the command line, if any.
-fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<Spec>> {
+fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<ConstraintSpec>> {
     Ok(if let Some(s) = &args.json_schema {
-        Some(Spec::JsonSchema(read_schema(s)?))
+        Some(ConstraintSpec::JsonSchema(read_schema(s)?))
     } else if let Some(re) = &args.regex {
-        Some(Spec::Regex(re.clone()))
+        Some(ConstraintSpec::Regex(re.clone()))
     } else if !args.choice.is_empty() {
-        Some(Spec::Choice(args.choice.clone()))
+        Some(ConstraintSpec::Choice(args.choice.clone()))
     } else if args.json {
-        Some(Spec::AnyJson)
+        Some(ConstraintSpec::AnyJson)
     } else {
         None
     })

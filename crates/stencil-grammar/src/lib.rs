@@ -6,11 +6,32 @@
 //! layer (`stencil-mask`) compiles it into lazily built DFAs and token masks.
 //!
 //! Key types:
-//! - [`Expr`], [`Grammar`], [`RuleId`]: the IR.
-//! - [`Constraint`]: what the user asked for; [`compile`] turns it into a [`Grammar`].
-//! - [`Options`]: whitespace policy, format assertion, lenient mode, limits.
+//! - [`ConstraintSpec`]: what the user asked for; [`compile`] turns it into a [`Grammar`]
+//!   ([`Compiled`] adds the warnings of lenient mode).
+//! - [`Options`]: the language (whitespace policy, format assertion, lenient mode, property
+//!   order...); [`CompileLimits`]: resource limits, apart from it.
 //! - [`GrammarError`]: every refusal names the keyword and its JSON pointer.
 //! - [`tools`]: the `<tool_call>` grammar for OpenAI-style tools under each `tool_choice`.
+//! - [`ir`]: the IR itself ([`ir::Expr`], [`ir::Rule`], [`ir::RuleId`]...), for the automaton
+//!   layer and for tests; [`ir::matches`] is a slow reference matcher.
+//!
+//! ```
+//! use stencil_grammar::{compile, ConstraintSpec, Options};
+//! use serde_json::json;
+//!
+//! let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+//! let compiled = compile(&ConstraintSpec::JsonSchema(schema), &Options::generation()).unwrap();
+//! let g = &compiled.grammar;
+//! let accepts = |s: &str| stencil_grammar::ir::matches(&g.rule(g.start).expr, &g.rules, s.as_bytes());
+//! assert!(accepts(r#"{"n": 42}"#));
+//! assert!(!accepts(r#"{"n": 4.5}"#));
+//! assert!(!accepts(r#"{}"#));
+//!
+//! // Refusals name the keyword and where it is.
+//! let err = compile(&ConstraintSpec::JsonSchema(json!({"properties": {"a": {"type": "colour"}}})), &Options::default())
+//!     .unwrap_err();
+//! assert!(err.to_string().contains("#/properties/a"), "{err}");
+//! ```
 //!
 //! Design rules: an unsupported JSON Schema keyword is an error (or, with `lenient`, a warning
 //! that names it) — never silently ignored; output strings use one canonical escaping so that
@@ -27,17 +48,28 @@ mod schema;
 pub mod tools;
 
 pub use error::{GrammarError, Warning};
-pub use expr::{
-    ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, ObjectExpr, Rule, RuleId, SharedExpr,
-};
-pub use json::{any_string_char, key_except, Json, Whitespace};
-pub use matcher::matches;
-pub use regex::regex_to_expr;
+pub use expr::Grammar;
+pub use json::Whitespace;
 pub use schema::compile_schema;
+
+/// The grammar IR: what [`compile`] produces and the automaton layer consumes. Public for that
+/// layer and for tests; a user of the engine does not need it.
+pub mod ir {
+    pub use crate::expr::{
+        ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, ObjectExpr, Rule, RuleId, SharedExpr,
+    };
+    pub use crate::json::{any_string_char, key_except, Json};
+    pub use crate::matcher::matches;
+    pub use crate::regex::regex_to_expr;
+}
+
+use expr::Expr;
+use json::Json;
+use regex::regex_to_expr;
 
 /// A constraint as the user states it.
 #[derive(Debug, Clone)]
-pub enum Constraint {
+pub enum ConstraintSpec {
     /// A JSON Schema (any draft's keywords, evaluated as 2020-12).
     JsonSchema(serde_json::Value),
     /// A regular expression (Rust `regex` syntax) the whole output must match.
@@ -157,16 +189,16 @@ pub struct Compiled {
     pub warnings: Vec<Warning>,
 }
 
-/// Compiles any [`Constraint`] into a [`Grammar`].
-pub fn compile(constraint: &Constraint, options: &Options) -> Result<Compiled, GrammarError> {
+/// Compiles any [`ConstraintSpec`] into a [`Grammar`].
+pub fn compile(constraint: &ConstraintSpec, options: &Options) -> Result<Compiled, GrammarError> {
     let json = Json::new(&options.whitespace)?;
     match constraint {
-        Constraint::JsonSchema(schema) => compile_schema(schema, options),
-        Constraint::Regex(re) => Ok(Compiled {
+        ConstraintSpec::JsonSchema(schema) => compile_schema(schema, options),
+        ConstraintSpec::Regex(re) => Ok(Compiled {
             grammar: Grammar::single(regex_to_expr(re)?),
             warnings: vec![],
         }),
-        Constraint::Choice(choices) => {
+        ConstraintSpec::Choice(choices) => {
             if choices.is_empty() {
                 return Err(GrammarError::EmptyChoice);
             }
@@ -179,11 +211,11 @@ pub fn compile(constraint: &Constraint, options: &Options) -> Result<Compiled, G
                 warnings: vec![],
             })
         }
-        Constraint::AnyJson => Ok(Compiled {
+        ConstraintSpec::AnyJson => Ok(Compiled {
             grammar: json.any_value_grammar(false),
             warnings: vec![],
         }),
-        Constraint::AnyJsonObject => Ok(Compiled {
+        ConstraintSpec::AnyJsonObject => Ok(Compiled {
             grammar: json.any_value_grammar(true),
             warnings: vec![],
         }),

@@ -2,7 +2,8 @@
 //! covers the rest).
 
 use serde_json::json;
-use stencil_grammar::{compile_schema, matches, Options};
+use stencil_grammar::ir::matches;
+use stencil_grammar::{compile_schema, Options};
 
 fn accepts(format: &str, value: &str) -> bool {
     accepts_with(format, value, &Options::default())

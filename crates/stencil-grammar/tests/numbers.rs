@@ -2,7 +2,8 @@
 //! the number satisfies the bounds / multipleOf.
 
 use serde_json::json;
-use stencil_grammar::{compile_schema, matches, Grammar, Options, Whitespace};
+use stencil_grammar::ir::matches;
+use stencil_grammar::{compile_schema, Grammar, Options, Whitespace};
 
 fn compile(schema: serde_json::Value) -> Grammar {
     let opts = Options {

@@ -5,7 +5,8 @@
 //! disagreement with the oracle.
 
 use serde_json::{json, Map, Value};
-use stencil_grammar::{compile_schema, matches, Options};
+use stencil_grammar::ir::matches;
+use stencil_grammar::{compile_schema, Options};
 
 /// `a <-> b <-> c`, entered at `a`, `c` and `b` from the root.
 fn schema() -> Value {

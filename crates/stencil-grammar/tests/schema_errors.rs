@@ -97,7 +97,8 @@ fn schema_size_limit() {
 
 #[test]
 fn contains_counts_matching_items() {
-    use stencil_grammar::{matches, Whitespace};
+    use stencil_grammar::ir::matches;
+    use stencil_grammar::Whitespace;
     let opts = Options {
         whitespace: Whitespace::Compact,
         ..Options::default()
@@ -121,7 +122,8 @@ fn contains_counts_matching_items() {
 
 #[test]
 fn additional_keys_exclude_declared_names() {
-    use stencil_grammar::{matches, Whitespace};
+    use stencil_grammar::ir::matches;
+    use stencil_grammar::Whitespace;
     let opts = Options {
         whitespace: Whitespace::Compact,
         ..Options::default()
@@ -147,7 +149,7 @@ fn additional_keys_exclude_declared_names() {
 
 #[test]
 fn key_except_direct() {
-    let e = stencil_grammar::key_except(&["a".to_string(), "ab".to_string()]).unwrap();
+    let e = stencil_grammar::ir::key_except(&["a".to_string(), "ab".to_string()]).unwrap();
     for (k, want) in [
         ("a", false),
         ("ab", false),
@@ -155,13 +157,17 @@ fn key_except_direct() {
         ("b", true),
         ("", true),
     ] {
-        assert_eq!(stencil_grammar::matches(&e, &[], k.as_bytes()), want, "{k}");
+        assert_eq!(
+            stencil_grammar::ir::matches(&e, &[], k.as_bytes()),
+            want,
+            "{k}"
+        );
     }
 }
 
 #[test]
 fn bounded_recursion_refuses_deeper_values_only() {
-    use stencil_grammar::matches;
+    use stencil_grammar::ir::matches;
     let schema = json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "additionalProperties": false}}});
     let nest = |depth: usize| {
         let mut s = "{}".to_string();

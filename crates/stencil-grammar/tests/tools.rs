@@ -1,8 +1,9 @@
 //! The `<tool_call>` grammar: which outputs each `tool_choice` admits.
 
 use serde_json::json;
+use stencil_grammar::ir::matches;
 use stencil_grammar::tools::{tool_grammar, ToolChoice, ToolSchema};
-use stencil_grammar::{compile, matches, Constraint, Grammar, GrammarError, Options};
+use stencil_grammar::{compile, ConstraintSpec, Grammar, GrammarError, Options};
 
 fn tools() -> (serde_json::Value, serde_json::Value) {
     (
@@ -97,7 +98,7 @@ fn content_constraint_applies_to_the_text_part() {
         parameters: Some(&weather),
     }];
     let content = compile(
-        &Constraint::JsonSchema(json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})),
+        &ConstraintSpec::JsonSchema(json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})),
         &Options::default(),
     )
     .unwrap()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use stencil_grammar::{compile, Constraint as Spec, Options};
+use stencil_grammar::{compile, ConstraintSpec, Options};
 use stencil_mask::{Constraint, Limits, TokenSet, TokenTrie};
 use stencil_vocab::Vocab;
 
@@ -34,12 +34,12 @@ fn schema() -> serde_json::Value {
 
 fn benches(c: &mut Criterion) {
     let Some((tok, trie)) = setup() else { return };
-    let grammar = compile(&Spec::JsonSchema(schema()), &Options::default())
+    let grammar = compile(&ConstraintSpec::JsonSchema(schema()), &Options::default())
         .unwrap()
         .grammar;
     c.bench_function("time to first mask (compile + matcher + mask)", |b| {
         b.iter(|| {
-            let g = compile(&Spec::JsonSchema(schema()), &Options::default())
+            let g = compile(&ConstraintSpec::JsonSchema(schema()), &Options::default())
                 .unwrap()
                 .grammar;
             let constraint = Constraint::new(&g, trie.clone(), Limits::default()).unwrap();

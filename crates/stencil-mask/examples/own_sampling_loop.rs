@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
+use stencil_grammar::{compile, ConstraintSpec, Options, Whitespace};
 use stencil_mask::{Constraint, Limits, TokenSet, TokenTrie};
 use stencil_vocab::Vocab;
 
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         whitespace: Whitespace::Compact, // random logits would otherwise love whitespace
         ..Options::default()
     };
-    let grammar = compile(&Spec::JsonSchema(schema), &options)?.grammar;
+    let grammar = compile(&ConstraintSpec::JsonSchema(schema), &options)?.grammar;
     let constraint = Constraint::new(&grammar, trie, Limits::default())?;
 
     // 3. Per request: a matcher and a mask buffer you own.

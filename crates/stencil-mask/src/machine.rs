@@ -7,7 +7,7 @@
 use crate::hash::FxHashMap;
 use crate::MaskError;
 use std::sync::{Arc, Mutex, Weak};
-use stencil_grammar::ByteDfa;
+use stencil_grammar::ir::ByteDfa;
 
 /// No transition.
 pub(crate) const DEAD: u32 = u32::MAX;

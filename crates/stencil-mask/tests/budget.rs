@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use stencil_grammar::{compile, Constraint as Spec, Options};
+use stencil_grammar::{compile, ConstraintSpec, Options};
 use stencil_mask::{Constraint, Limits, MaskError, Matcher, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
@@ -22,7 +22,7 @@ fn smollm2_trie() -> Option<Arc<TokenTrie>> {
     Some(Arc::new(TokenTrie::new(&vocab)))
 }
 
-fn compiled(spec: Spec, trie: &Arc<TokenTrie>) -> Arc<Constraint> {
+fn compiled(spec: ConstraintSpec, trie: &Arc<TokenTrie>) -> Arc<Constraint> {
     let g = compile(&spec, &Options::default())
         .expect("compiles")
         .grammar;
@@ -79,7 +79,7 @@ fn every_budgeted_walk_ends_complete_and_valid() {
     let mut rng = StdRng::seed_from_u64(5);
     for schema in schemas() {
         let validator = jsonschema::validator_for(&schema).expect("valid schema");
-        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        let c = compiled(ConstraintSpec::JsonSchema(schema.clone()), &trie);
         let min = c.matcher().unwrap().min_tokens_to_finish().unwrap();
         let min = min.unwrap_or_else(|| panic!("{schema}: no completion"));
         assert!(min > 0);
@@ -135,7 +135,7 @@ fn a_budget_never_forbids_the_shortest_completion() {
     let mut rng = StdRng::seed_from_u64(9);
     let mut mask = TokenSet::new(trie.vocab_size());
     for schema in schemas() {
-        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        let c = compiled(ConstraintSpec::JsonSchema(schema.clone()), &trie);
         for _ in 0..4 {
             let mut m = c.matcher().unwrap();
             for _step in 0..60 {
@@ -194,9 +194,9 @@ fn budgeted_masks_allow_only_completable_tokens() {
         Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
     let trie = Arc::new(TokenTrie::new(&vocab));
     let specs = [
-        Spec::Regex("(ab)+a{2,4}b".into()),
-        Spec::Regex("\\{(\"a\":0,)*\"b\":0\\}|a".into()),
-        Spec::JsonSchema(
+        ConstraintSpec::Regex("(ab)+a{2,4}b".into()),
+        ConstraintSpec::Regex("\\{(\"a\":0,)*\"b\":0\\}|a".into()),
+        ConstraintSpec::JsonSchema(
             json!({"type": "object", "properties": {"ab": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}, "required": ["ab"], "additionalProperties": false}),
         ),
     ];
@@ -278,7 +278,7 @@ fn budgeted_masks_match_token_by_token_commits() {
     let mut checked = 0usize;
     let mut restricted = 0usize;
     for schema in schemas() {
-        let c = compiled(Spec::JsonSchema(schema.clone()), &trie);
+        let c = compiled(ConstraintSpec::JsonSchema(schema.clone()), &trie);
         let min = c
             .matcher()
             .unwrap()

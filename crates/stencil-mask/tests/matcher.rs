@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::{Anchored, Input};
 use serde_json::json;
-use stencil_grammar::{compile, Constraint as Spec, Options, Whitespace};
+use stencil_grammar::{compile, ConstraintSpec, Options, Whitespace};
 use stencil_mask::{Constraint, Limits, MaskError, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
@@ -45,7 +45,7 @@ fn tiny_vocab_with(alphabet: &str, extra: &[&str]) -> Vocab {
         .expect("vocab")
 }
 
-fn constraint(spec: Spec, vocab: &Vocab, ws: Whitespace) -> Arc<Constraint> {
+fn constraint(spec: ConstraintSpec, vocab: &Vocab, ws: Whitespace) -> Arc<Constraint> {
     let opts = Options {
         whitespace: ws,
         ..Options::default()
@@ -70,7 +70,11 @@ fn regex_masks_equal_an_independent_dfa() {
     let mut rng = StdRng::seed_from_u64(7);
     for pat in patterns {
         let oracle = dense::DFA::new(&format!("^(?:{pat})$")).expect("oracle");
-        let c = constraint(Spec::Regex(pat.into()), &vocab, Whitespace::Compact);
+        let c = constraint(
+            ConstraintSpec::Regex(pat.into()),
+            &vocab,
+            Whitespace::Compact,
+        );
         for _walk in 0..8 {
             let mut m = c.matcher().expect("matcher");
             let mut text: Vec<u8> = Vec::new();
@@ -131,7 +135,7 @@ fn eos_special_tokens_rollback_and_errors() {
     let eos = vocab.eos_ids()[0];
     let tool = eos + 1;
     let c = constraint(
-        Spec::Choice(vec!["ab".into(), "abba".into()]),
+        ConstraintSpec::Choice(vec!["ab".into(), "abba".into()]),
         &vocab,
         Whitespace::Compact,
     );
@@ -193,7 +197,11 @@ fn eos_special_tokens_rollback_and_errors() {
 fn forced_bytes_follow_the_schema() {
     let vocab = tiny_vocab("ab");
     let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false});
-    let c = constraint(Spec::JsonSchema(schema), &vocab, Whitespace::Compact);
+    let c = constraint(
+        ConstraintSpec::JsonSchema(schema),
+        &vocab,
+        Whitespace::Compact,
+    );
     let mut m = c.matcher().unwrap();
     assert_eq!(
         String::from_utf8(m.forced_bytes().unwrap()).unwrap(),
@@ -211,7 +219,11 @@ fn forced_tokens_are_the_tokenizers_own() {
     };
     let vocab = Vocab::from_tokenizer(&tok, vec![2]).expect("vocab");
     let schema = json!({"type": "object", "properties": {"unit": {"const": "celsius"}, "temperature": {"type": "number"}}, "required": ["unit", "temperature"], "additionalProperties": false});
-    let c = constraint(Spec::JsonSchema(schema), &vocab, Whitespace::Compact);
+    let c = constraint(
+        ConstraintSpec::JsonSchema(schema),
+        &vocab,
+        Whitespace::Compact,
+    );
     let encode = |t: &str| -> Vec<u32> { tok.encode(t, false).expect("encode").get_ids().to_vec() };
     let mut m = c.matcher().unwrap();
     let forced_text = String::from_utf8(m.forced_bytes().unwrap()).unwrap();
@@ -268,9 +280,12 @@ fn random_walk_error(
 #[test]
 fn automaton_limits_are_typed_errors() {
     let vocab = tiny_vocab("ab");
-    let g = compile(&Spec::Regex("(a|b)*a(a|b){14}".into()), &Options::default())
-        .unwrap()
-        .grammar;
+    let g = compile(
+        &ConstraintSpec::Regex("(a|b)*a(a|b){14}".into()),
+        &Options::default(),
+    )
+    .unwrap()
+    .grammar;
     let limits = Limits {
         max_dfa_states: 200,
         ..Limits::default()
@@ -311,9 +326,12 @@ fn random_generation_is_valid_json_schema_output() {
     let mut rng = StdRng::seed_from_u64(11);
     for schema in schemas {
         let validator = jsonschema::validator_for(&schema).expect("valid schema");
-        let g = compile(&Spec::JsonSchema(schema.clone()), &Options::default())
-            .expect("compiles")
-            .grammar;
+        let g = compile(
+            &ConstraintSpec::JsonSchema(schema.clone()),
+            &Options::default(),
+        )
+        .expect("compiles")
+        .grammar;
         let c = Constraint::new(&g, trie.clone(), Limits::default()).expect("constraint");
         let mut finished = 0;
         for _ in 0..12 {
@@ -371,9 +389,12 @@ fn random_generation_is_valid_json_schema_output() {
 #[test]
 fn work_per_step_is_bounded() {
     let vocab = tiny_vocab("ab");
-    let g = compile(&Spec::Regex("(a|b)*a(a|b){12}".into()), &Options::default())
-        .unwrap()
-        .grammar;
+    let g = compile(
+        &ConstraintSpec::Regex("(a|b)*a(a|b){12}".into()),
+        &Options::default(),
+    )
+    .unwrap()
+    .grammar;
     let limits = Limits {
         max_work_per_step: 40,
         ..Limits::default()
@@ -545,7 +566,7 @@ fn bounded_strings_and_arrays_match_an_independent_dfa() {
     ];
     for (i, (schema, re)) in cases.into_iter().enumerate() {
         let c = constraint(
-            Spec::JsonSchema(schema.clone()),
+            ConstraintSpec::JsonSchema(schema.clone()),
             &vocab,
             Whitespace::Compact,
         );
@@ -588,7 +609,7 @@ fn patterns_with_lengths_match_a_brute_force_product() {
     for (i, (pat, min, max)) in cases.into_iter().enumerate() {
         let schema = json!({"type": "string", "pattern": pat, "minLength": min, "maxLength": max});
         let c = constraint(
-            Spec::JsonSchema(schema.clone()),
+            ConstraintSpec::JsonSchema(schema.clone()),
             &vocab,
             Whitespace::Compact,
         );

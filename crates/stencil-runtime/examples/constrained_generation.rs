@@ -11,7 +11,7 @@ use serde_json::json;
 use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::loader::{load, resolve, LoadOptions};
 use stencil_runtime::tools::ToolEvent;
-use stencil_types::{ChatMessage, ChatRequest, Constraint};
+use stencil_types::{ChatMessage, ChatRequest, ConstraintSpec};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `None` = the default model; or a GGUF path, a safetensors directory, `org/name`.
@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let request = ChatRequest {
         messages: vec![ChatMessage::user("The largest city in France, as JSON.")],
-        constraint: Some(Constraint::JsonSchema(schema)),
+        constraint: Some(ConstraintSpec::JsonSchema(schema)),
         ..ChatRequest::default()
     };
     // Text arrives as it becomes final; the outcome says why generation ended.

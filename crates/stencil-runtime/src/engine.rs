@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stencil_grammar::tools::{free_text, tool_grammar, ToolSchema};
-use stencil_grammar::{compile, Constraint as Spec, Grammar, Options};
+use stencil_grammar::{compile, ConstraintSpec, Grammar, Options};
 use stencil_mask::{Constraint, Limits, TokenTrie};
 use stencil_types::conversation::validate_conversation;
 use stencil_types::{
@@ -401,9 +401,9 @@ impl ChatEngine {
 }
 
 /// A cache key for a constraint spec.
-fn spec_key(spec: &Spec) -> String {
+fn spec_key(spec: &ConstraintSpec) -> String {
     match spec {
-        Spec::JsonSchema(v) => format!("schema:{v}"),
+        ConstraintSpec::JsonSchema(v) => format!("schema:{v}"),
         other => format!("{other:?}"),
     }
 }

@@ -13,7 +13,9 @@ use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::error::RuntimeError;
 use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
-use stencil_types::{ChatFinish, ChatMessage, ChatRequest, Constraint, GenerateParams, SamplingParams};
+use stencil_types::{
+    ChatFinish, ChatMessage, ChatRequest, ConstraintSpec, GenerateParams, SamplingParams,
+};
 
 const MAX_TOKENS: usize = 300;
 
@@ -46,7 +48,7 @@ fn maskbench_corpus_outputs_finish_complete_and_valid() {
         for seed in [None, Some(1), Some(2)] {
             let req = ChatRequest {
                 messages: vec![ChatMessage::user("Produce a realistic example instance.")],
-                constraint: Some(Constraint::JsonSchema(schema.clone())),
+                constraint: Some(ConstraintSpec::JsonSchema(schema.clone())),
                 params: GenerateParams {
                     max_tokens: MAX_TOKENS,
                     sampling: SamplingParams {

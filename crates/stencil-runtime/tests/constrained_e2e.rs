@@ -14,8 +14,8 @@ use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
 use stencil_runtime::tools::ToolEvent;
 use stencil_types::{
-    ChatFinish, ChatMessage, ChatOutcome, ChatRequest, Constraint, GenerateParams, SamplingParams,
-    Tool, ToolChoice,
+    ChatFinish, ChatMessage, ChatOutcome, ChatRequest, ConstraintSpec, GenerateParams,
+    SamplingParams, Tool, ToolChoice,
 };
 
 fn engine() -> &'static ChatEngine {
@@ -86,7 +86,7 @@ fn schema_corpus_outputs_are_valid_greedy_and_sampled() {
         for seed in RUNS {
             let req = ChatRequest {
                 messages: vec![ChatMessage::user(&prompt)],
-                constraint: Some(Constraint::JsonSchema(schema.clone())),
+                constraint: Some(ConstraintSpec::JsonSchema(schema.clone())),
                 params: params(seed, 600),
                 ..ChatRequest::default()
             };
@@ -303,7 +303,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
     for seed in RUNS {
         let out = chat(&ChatRequest {
             messages: vec![ChatMessage::user("A name and an age.")],
-            constraint: Some(Constraint::Regex(re.into())),
+            constraint: Some(ConstraintSpec::Regex(re.into())),
             params: params(seed, 40),
             ..ChatRequest::default()
         });
@@ -318,7 +318,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
         );
         let out = chat(&ChatRequest {
             messages: vec![ChatMessage::user("Is water wet?")],
-            constraint: Some(Constraint::Choice(vec![
+            constraint: Some(ConstraintSpec::Choice(vec![
                 "yes".into(),
                 "no".into(),
                 "it depends".into(),
@@ -335,7 +335,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
         p.stop = vec![",".into(), "]".into(), "\"".into()];
         let out = chat(&ChatRequest {
             messages: vec![ChatMessage::user("Three numbers as JSON.")],
-            constraint: Some(Constraint::JsonSchema(schema.clone())),
+            constraint: Some(ConstraintSpec::JsonSchema(schema.clone())),
             params: p,
             ..ChatRequest::default()
         });
@@ -350,7 +350,7 @@ fn regex_choice_and_stop_strings_under_a_constraint() {
     p.stop = vec!["7".into()];
     let out = chat(&ChatRequest {
         messages: vec![ChatMessage::user("Write the number 77.")],
-        constraint: Some(Constraint::Regex("[0-9]{1,3}".into())),
+        constraint: Some(ConstraintSpec::Regex("[0-9]{1,3}".into())),
         params: p,
         ..ChatRequest::default()
     });
@@ -364,7 +364,7 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     let schema = json!({"type": "object", "properties": {"codes": {"type": "array", "items": {"type": "integer"}, "minItems": 30}}, "required": ["codes"]});
     let req = |max_tokens| ChatRequest {
         messages: vec![ChatMessage::user("Write JSON.")],
-        constraint: Some(Constraint::JsonSchema(schema.clone())),
+        constraint: Some(ConstraintSpec::JsonSchema(schema.clone())),
         params: params(Some(5), max_tokens),
         ..ChatRequest::default()
     };
@@ -400,7 +400,7 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     for seed in RUNS {
         let out = chat(&ChatRequest {
             messages: vec![ChatMessage::user("Tell a very long story as JSON.")],
-            constraint: Some(Constraint::JsonSchema(story.clone())),
+            constraint: Some(ConstraintSpec::JsonSchema(story.clone())),
             params: params(seed, 24),
             ..ChatRequest::default()
         });

@@ -281,7 +281,7 @@ fn batched_prompt_agrees_with_chunked_decoding() {
 
 fn constraint_for(schema: &serde_json::Value) -> std::sync::Arc<stencil_mask::Constraint> {
     let m = model();
-    let spec = stencil_grammar::Constraint::JsonSchema(schema.clone());
+    let spec = stencil_grammar::ConstraintSpec::JsonSchema(schema.clone());
     let grammar = stencil_grammar::compile(&spec, &Default::default())
         .unwrap()
         .grammar;

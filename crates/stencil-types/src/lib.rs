@@ -9,7 +9,7 @@
 //! - [`ChatMessage`] (with a [`Role`] and text or [`ContentPart`]s), [`Tool`], [`ToolChoice`],
 //!   [`ToolCall`]: the conversation and the tools.
 //! - [`SamplingParams`], [`GenerateParams`]: how to sample and when to stop.
-//! - [`ChatRequest`]: all of it, plus the output constraint ([`stencil_grammar::Constraint`]).
+//! - [`ChatRequest`]: all of it, plus the output constraint ([`stencil_grammar::ConstraintSpec`]).
 //! - [`ChatOutcome`], [`ChatFinish`], [`Usage`], [`Timings`]: what came back.
 //! - [`RequestError`]: a request that breaks a rule, with the [`RequestField`] it is about;
 //!   [`conversation::validate_conversation`] checks tool calls and results in history.
@@ -38,5 +38,5 @@ pub use request::{
     ChatRequest, GenerateParams, TruncationPolicy, DEFAULT_MAX_RECURSION, DEFAULT_MAX_TOOL_CALLS,
 };
 pub use sampling::SamplingParams;
-pub use stencil_grammar::{Constraint, Whitespace};
+pub use stencil_grammar::{ConstraintSpec, Whitespace};
 pub use tool::{validate_tools, FunctionDef, Tool, ToolCall, ToolChoice};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use stencil_grammar::{Constraint, Whitespace};
+use stencil_grammar::{ConstraintSpec, Whitespace};
 
 use crate::message::ChatMessage;
 use crate::sampling::SamplingParams;
@@ -81,7 +81,7 @@ pub struct ChatRequest {
     /// models tend to add calls until the budget runs out).
     pub max_tool_calls: u32,
     /// The output constraint (`response_format`, `guided_*`).
-    pub constraint: Option<Constraint>,
+    pub constraint: Option<ConstraintSpec>,
     pub whitespace: Whitespace,
     /// Unsupported schema keywords become warnings instead of errors.
     pub lenient: bool,

@@ -6,13 +6,18 @@
 //! (`n` > 1, `logprobs`, non-zero `presence_penalty`) is a 400, never silently dropped; fields
 //! we do not know (`user`, `metadata`...) are ignored as OpenAI does.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use stencil_types::{
-    json_kind as kind, ChatMessage, ChatRequest, Constraint, GenerateParams, Role, SamplingParams,
-    Tool, ToolChoice, Whitespace,
+    json_kind as kind, ChatMessage, ChatRequest, GenerateParams, Role, SamplingParams, Tool,
+    ToolChoice,
 };
 
+mod constraints;
+mod fields;
+
 use crate::error::{ApiError, ErrorFields};
+use constraints::{constraints, whitespace};
+use fields::{body_object, boolean, field, integer, number, string, Obj};
 
 /// A checked request: the runtime request plus what the HTTP layer needs.
 #[derive(Debug, Clone)]
@@ -25,70 +30,6 @@ pub struct ValidRequest {
     pub request: ChatRequest,
     /// The field the constraint came from, for error messages about it.
     pub constraint_param: &'static str,
-}
-
-type Obj = Map<String, Value>;
-
-fn body_object(body: &Value) -> Result<&Obj, ApiError> {
-    body.as_object().ok_or_else(|| {
-        ApiError::invalid(
-            "body",
-            format!("the request body must be a JSON object, not {}", kind(body)),
-        )
-    })
-}
-
-/// A present, non-null field.
-fn field<'a>(o: &'a Obj, name: &str) -> Option<&'a Value> {
-    o.get(name).filter(|v| !v.is_null())
-}
-
-fn number(o: &Obj, name: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
-    match field(o, name) {
-        None => Ok(None),
-        Some(v) => match v.as_f64() {
-            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
-            _ => Err(ApiError::invalid(
-                name,
-                format!("`{name}` must be a number from {lo} to {hi}, not {v}"),
-            )),
-        },
-    }
-}
-
-fn integer(o: &Obj, name: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
-    match field(o, name) {
-        None => Ok(None),
-        Some(v) => match v.as_i64() {
-            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
-            _ => Err(ApiError::invalid(
-                name,
-                format!("`{name}` must be an integer from {lo} to {hi}, not {v}"),
-            )),
-        },
-    }
-}
-
-fn boolean(o: &Obj, name: &str) -> Result<Option<bool>, ApiError> {
-    match field(o, name) {
-        None => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(ApiError::invalid(
-            name,
-            format!("`{name}` must be true or false, not {v}"),
-        )),
-    }
-}
-
-fn string<'a>(o: &'a Obj, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match field(o, name) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(ApiError::invalid(
-            name,
-            format!("`{name}` must be a string, not {}", kind(v)),
-        )),
-    }
 }
 
 /// Sampling, length and stop fields shared by both endpoints.
@@ -186,203 +127,6 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
         fast_forward: true,
         loop_guard: boolean(o, "stencil_loop_guard")?.unwrap_or(true),
     })
-}
-
-/// Parses a JSON Schema given inline or as JSON text (vLLM accepts both for `guided_json`).
-fn schema_value(param: &str, v: &Value) -> Result<Value, ApiError> {
-    match v {
-        Value::Object(_) | Value::Bool(_) => Ok(v.clone()),
-        Value::String(s) => serde_json::from_str(s).map_err(|e| {
-            ApiError::invalid(
-                param,
-                format!("`{param}` is a string that is not JSON: {e}"),
-            )
-        }),
-        other => Err(ApiError::invalid(
-            param,
-            format!(
-                "`{param}` must be a JSON Schema object, not {}",
-                kind(other)
-            ),
-        )),
-    }
-}
-
-fn choices(param: &str, v: &Value) -> Result<Constraint, ApiError> {
-    let list = v.as_array().ok_or_else(|| {
-        ApiError::invalid(param, format!("`{param}` must be an array of strings"))
-    })?;
-    if list.is_empty() {
-        return Err(ApiError::invalid(param, format!("`{param}` is empty")));
-    }
-    list.iter()
-        .enumerate()
-        .map(|(i, c)| {
-            c.as_str().map(str::to_string).ok_or_else(|| {
-                ApiError::invalid(param, format!("{param}[{i}] must be a string, not {c}"))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Constraint::Choice)
-}
-
-/// Every constraint field of the request, as (field, constraint).
-fn constraints(o: &Obj) -> Result<Vec<(&'static str, Constraint)>, ApiError> {
-    let mut found = Vec::new();
-    if let Some(rf) = field(o, "response_format") {
-        let rf = rf.as_object().ok_or_else(|| {
-            ApiError::invalid("response_format", "`response_format` must be an object")
-        })?;
-        match rf.get("type").and_then(Value::as_str) {
-            Some("text") => {}
-            Some("json_object") => match field(rf, "schema") {
-                // Some servers take a schema here; honour it rather than drop it.
-                Some(s) => found.push((
-                    "response_format",
-                    Constraint::JsonSchema(schema_value("response_format.schema", s)?),
-                )),
-                None => found.push(("response_format", Constraint::AnyJsonObject)),
-            },
-            Some("json_schema") => {
-                let js = field(rf, "json_schema")
-                    .and_then(Value::as_object)
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                        "response_format.json_schema",
-                        "`response_format.json_schema` must be an object with `name` and `schema`",
-                    )
-                    })?;
-                if let Some(name) = string(js, "name").map_err(|_| {
-                    ApiError::invalid(
-                        "response_format.json_schema.name",
-                        "`name` must be a string",
-                    )
-                })? {
-                    if name.is_empty()
-                        || name.len() > 64
-                        || !name
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                    {
-                        return Err(ApiError::invalid(
-                            "response_format.json_schema.name",
-                            format!("`response_format.json_schema.name` `{name}` must be 1-64 characters of a-z, A-Z, 0-9, _ and -"),
-                        ));
-                    }
-                }
-                boolean(js, "strict")?;
-                let schema = match field(js, "schema") {
-                    Some(s) => schema_value("response_format.json_schema.schema", s)?,
-                    None => {
-                        return Err(ApiError::invalid(
-                            "response_format.json_schema.schema",
-                            "`response_format.json_schema.schema` is missing",
-                        ))
-                    }
-                };
-                found.push(("response_format", Constraint::JsonSchema(schema)));
-            }
-            other => {
-                return Err(ApiError::invalid(
-                    "response_format.type",
-                    format!(
-                        "`response_format.type` is {}; expected text, json_object or json_schema",
-                        other.map_or("missing".to_string(), |t| format!("`{t}`"))
-                    ),
-                ))
-            }
-        }
-    }
-    if let Some(v) = field(o, "guided_json") {
-        found.push((
-            "guided_json",
-            Constraint::JsonSchema(schema_value("guided_json", v)?),
-        ));
-    }
-    if let Some(re) = string(o, "guided_regex")? {
-        found.push(("guided_regex", Constraint::Regex(re.to_string())));
-    }
-    if let Some(v) = field(o, "guided_choice") {
-        found.push(("guided_choice", choices("guided_choice", v)?));
-    }
-    if field(o, "guided_grammar").is_some() {
-        return Err(ApiError::invalid(
-            "guided_grammar",
-            "`guided_grammar` (EBNF/Lark grammars) is not supported; use guided_json, guided_regex or guided_choice",
-        ));
-    }
-    if let Some(so) = field(o, "structured_outputs") {
-        let so = so.as_object().ok_or_else(|| {
-            ApiError::invalid(
-                "structured_outputs",
-                "`structured_outputs` must be an object",
-            )
-        })?;
-        for (k, v) in so {
-            if v.is_null() {
-                continue;
-            }
-            let param = match k.as_str() {
-                "json" => "structured_outputs.json",
-                "regex" => "structured_outputs.regex",
-                "choice" => "structured_outputs.choice",
-                "json_object" => "structured_outputs.json_object",
-                "whitespace_pattern" | "disable_any_whitespace" | "disable_additional_properties" => continue,
-                other => {
-                    return Err(ApiError::invalid(
-                        "structured_outputs",
-                        format!("`structured_outputs.{other}` is not supported (json, regex, choice, json_object are)"),
-                    ))
-                }
-            };
-            let c = match k.as_str() {
-                "json" => Constraint::JsonSchema(schema_value(param, v)?),
-                "regex" => Constraint::Regex(
-                    v.as_str()
-                        .ok_or_else(|| {
-                            ApiError::invalid(param, format!("`{param}` must be a string"))
-                        })?
-                        .to_string(),
-                ),
-                "choice" => choices(param, v)?,
-                _ => match v {
-                    Value::Bool(true) => Constraint::AnyJsonObject,
-                    Value::Bool(false) => continue,
-                    _ => {
-                        return Err(ApiError::invalid(
-                            param,
-                            format!("`{param}` must be true or false"),
-                        ))
-                    }
-                },
-            };
-            found.push((param, c));
-        }
-    }
-    Ok(found)
-}
-
-fn whitespace(o: &Obj) -> Result<Whitespace, ApiError> {
-    let so = field(o, "structured_outputs").and_then(Value::as_object);
-    let pattern = match string(o, "guided_whitespace_pattern")? {
-        Some(p) => Some(p),
-        None => so
-            .map(|so| string(so, "whitespace_pattern"))
-            .transpose()?
-            .flatten(),
-    };
-    if let Some(p) = pattern {
-        return Ok(Whitespace::Pattern(p.to_string()));
-    }
-    if so
-        .map(|so| boolean(so, "disable_any_whitespace"))
-        .transpose()?
-        .flatten()
-        == Some(true)
-    {
-        return Ok(Whitespace::Compact);
-    }
-    Ok(Whitespace::default())
 }
 
 fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> {
@@ -628,6 +372,7 @@ pub fn completion_request(body: &Value) -> Result<ValidRequest, ApiError> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use stencil_types::{ConstraintSpec, Whitespace};
 
     fn err(body: Value) -> ApiError {
         chat_request(&body).unwrap_err()
@@ -654,31 +399,31 @@ mod tests {
         assert_eq!(r.params.sampling.top_k, Some(40));
         assert_eq!(r.params.sampling.seed, Some(3));
         assert_eq!(r.params.stop, vec!["\n", "END"]);
-        assert!(matches!(&r.constraint, Some(Constraint::Regex(re)) if re == "[a-z]+"));
+        assert!(matches!(&r.constraint, Some(ConstraintSpec::Regex(re)) if re == "[a-z]+"));
         assert_eq!(r.whitespace, Whitespace::Pattern(" ?".into()));
         assert_eq!(v.constraint_param, "guided_regex");
 
         let v = chat_request(&json!({"messages": msgs(), "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}, "strict": true}}})).unwrap();
         assert!(
-            matches!(&v.request.constraint, Some(Constraint::JsonSchema(s)) if s == &json!({"type": "integer"}))
+            matches!(&v.request.constraint, Some(ConstraintSpec::JsonSchema(s)) if s == &json!({"type": "integer"}))
         );
         let v = chat_request(
             &json!({"messages": msgs(), "structured_outputs": {"choice": ["a", "b"]}}),
         )
         .unwrap();
-        assert!(matches!(&v.request.constraint, Some(Constraint::Choice(c)) if c.len() == 2));
+        assert!(matches!(&v.request.constraint, Some(ConstraintSpec::Choice(c)) if c.len() == 2));
         let v = chat_request(&json!({"messages": msgs(), "guided_json": "{\"type\": \"null\"}"}))
             .unwrap();
         assert!(matches!(
             &v.request.constraint,
-            Some(Constraint::JsonSchema(_))
+            Some(ConstraintSpec::JsonSchema(_))
         ));
         let v =
             chat_request(&json!({"messages": msgs(), "response_format": {"type": "json_object"}}))
                 .unwrap();
         assert!(matches!(
             &v.request.constraint,
-            Some(Constraint::AnyJsonObject)
+            Some(ConstraintSpec::AnyJsonObject)
         ));
         let v = chat_request(&json!({"messages": msgs(), "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false})).unwrap();
         assert_eq!(v.request.tool_choice, Some(ToolChoice::Named("f".into())));

@@ -1,0 +1,445 @@
+//! Applicators: `allOf` (merged first), `anyOf`, `oneOf`, `not`, `if`/`then`/`else` and
+//! `dependentSchemas`, worked on a schema's per-type parts.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn object_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
+        let normalized = normalize(m);
+        let m: &Obj = &normalized;
+        for key in ["$dynamicRef", "$recursiveRef"] {
+            if m.contains_key(key) {
+                self.refuse(key, ptr, "dynamic references are not supported")?;
+            }
+        }
+        // unevaluated*: exact only when this object's own keywords evaluate everything.
+        for key in ["unevaluatedProperties", "unevaluatedItems"] {
+            if m.contains_key(key)
+                && [
+                    "allOf",
+                    "anyOf",
+                    "oneOf",
+                    "not",
+                    "if",
+                    "then",
+                    "else",
+                    "$ref",
+                    "dependentSchemas",
+                    "dependencies",
+                    "contains",
+                ]
+                .iter()
+                .any(|k| m.contains_key(*k))
+            {
+                self.refuse(
+                    key,
+                    ptr,
+                    "unevaluated* next to applicators (allOf, anyOf, $ref, ...)",
+                )?;
+            }
+        }
+        // `$ref`, alone or with siblings.
+        if let Some(r) = m.get("$ref") {
+            let rest: Obj = m
+                .iter()
+                .filter(|(k, _)| *k != "$ref" && is_validation(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if rest.is_empty() || self.draft.ref_hides_siblings {
+                return self.ref_parts(r, ptr);
+            }
+            let (target, tptr) = self.resolve(r, ptr)?;
+            if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+                // Recursive target with extra keywords: intersect with the call where the
+                // extra keywords are only annotations of the same types.
+                return Err(GrammarError::unsupported(
+                    "$ref",
+                    ptr,
+                    "a recursive $ref combined with sibling keywords",
+                ));
+            }
+            let merged = match &target {
+                Value::Bool(true) => Value::Object(rest),
+                Value::Bool(false) => return Ok(nothing()),
+                Value::Object(t) => {
+                    let mut t = t.clone();
+                    for k in ["$defs", "definitions"] {
+                        t.remove(k);
+                    }
+                    merge(&t, &rest, ptr)?
+                }
+                _ => {
+                    return Err(GrammarError::invalid(
+                        &tptr,
+                        "a schema must be an object or a boolean",
+                    ))
+                }
+            };
+            self.inline_stack.push(tptr);
+            let out = self.parts(&merged, ptr);
+            self.inline_stack.pop();
+            return out;
+        }
+        if let Some((rest, presence)) = presence_constraints(m) {
+            let mut parts = self.typed_parts_with(&rest, ptr, Some(&presence))?;
+            if !presence.others {
+                for (t, p) in parts.iter_mut().enumerate() {
+                    if t != OBJECT {
+                        *p = Expr::Nothing;
+                    }
+                }
+            }
+            return Ok(parts);
+        }
+        if let Some(all) = m.get("allOf") {
+            let list = all
+                .as_array()
+                .ok_or_else(|| GrammarError::invalid(ptr, "allOf must be an array"))?;
+            let mut acc = Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "allOf")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
+            // Branches that cannot be merged (two `oneOf`s, two `if`s) are compiled on their
+            // own and intersected type by type.
+            let mut separate: Vec<(Value, String)> = Vec::new();
+            for (i, branch) in list.iter().enumerate() {
+                let bptr = format!("{ptr}/allOf/{i}");
+                let branch = self.expand_ref(branch, &bptr)?;
+                acc = match (&acc, &branch) {
+                    (Value::Bool(false), _) | (_, Value::Bool(false)) => Value::Bool(false),
+                    (x, Value::Bool(true)) => x.clone(),
+                    (Value::Object(a), Value::Object(b)) => match merge(a, b, &bptr) {
+                        Ok(v) => v,
+                        Err(GrammarError::Unsupported { reason, .. }) if reason == CONFLICT => {
+                            separate.push((branch.clone(), bptr));
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    },
+                    _ => {
+                        return Err(GrammarError::invalid(
+                            &bptr,
+                            "a schema must be an object or a boolean",
+                        ))
+                    }
+                };
+            }
+            let mut out = self.parts(&acc, ptr)?;
+            for (branch, bptr) in separate {
+                let p = self.parts(&branch, &bptr)?;
+                for t in 0..6 {
+                    out[t] = match (&out[t], &p[t]) {
+                        (Expr::Nothing, _) | (_, Expr::Nothing) => Expr::Nothing,
+                        (x, y) if x == y => x.clone(),
+                        (x, y) if !x.has_call() && !y.has_call() => {
+                            Expr::and(vec![x.clone(), y.clone()])
+                        }
+                        _ => {
+                            return Err(GrammarError::unsupported(
+                                "allOf",
+                                &bptr,
+                                format!("intersecting recursive {} schemas", TYPES[t]),
+                            ))
+                        }
+                    };
+                }
+            }
+            return Ok(out);
+        }
+        let base = |skip: &[&str]| -> Obj {
+            m.iter()
+                .filter(|(k, _)| !skip.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        if m.contains_key("anyOf") {
+            let branches = self.branches(m, "anyOf", ptr, &base(&["anyOf"]))?;
+            let mut acc: [Vec<Expr>; 6] = Default::default();
+            for p in branches {
+                for (t, e) in p.into_iter().enumerate() {
+                    acc[t].push(e);
+                }
+            }
+            return Ok(acc.map(Expr::alt));
+        }
+        if m.contains_key("oneOf") {
+            let rest = base(&["oneOf"]);
+            let list = match m.get("oneOf") {
+                Some(Value::Array(l)) if !l.is_empty() => l.clone(),
+                Some(Value::Array(_)) => {
+                    return Err(GrammarError::invalid(ptr, "oneOf must not be empty"))
+                }
+                _ => return Err(GrammarError::invalid(ptr, "oneOf must be an array")),
+            };
+            // Each branch as it is compiled: merged with the keywords beside `oneOf`.
+            let list: Vec<Value> = if rest.keys().any(|k| is_validation(k)) {
+                let mut merged = Vec::with_capacity(list.len());
+                for (i, b) in list.iter().enumerate() {
+                    let bptr = format!("{ptr}/oneOf/{i}");
+                    merged.push(match self.expand_ref(b, &bptr)? {
+                        Value::Bool(true) => Value::Object(rest.clone()),
+                        Value::Bool(false) => Value::Bool(false),
+                        Value::Object(bo) => merge(&rest, &bo, &bptr)?,
+                        _ => {
+                            return Err(GrammarError::invalid(
+                                &bptr,
+                                "a schema must be an object or a boolean",
+                            ))
+                        }
+                    });
+                }
+                merged
+            } else {
+                list
+            };
+            let mut branches = Vec::with_capacity(list.len());
+            for (i, b) in list.iter().enumerate() {
+                branches.push(self.parts(b, &format!("{ptr}/oneOf/{i}"))?);
+            }
+            // Branches provably disjoint at the schema level (types, constants, a required
+            // property with disjoint values) are a plain union: no complement to build.
+            let n = list.len();
+            let mut apart = vec![vec![false; n]; n];
+            for i in 0..n {
+                for j in i + 1..n {
+                    let d = self.disjoint(&list[i], &list[j], ptr, 0);
+                    apart[i][j] = d;
+                    apart[j][i] = d;
+                }
+            }
+            let mut out = nothing();
+            for t in 0..6 {
+                let live_ids: Vec<usize> = (0..branches.len())
+                    .filter(|&i| !branches[i][t].is_nothing())
+                    .collect();
+                if live_ids.len() > 1
+                    && live_ids
+                        .iter()
+                        .all(|&i| live_ids.iter().all(|&j| i == j || apart[i][j]))
+                {
+                    out[t] = Expr::alt(live_ids.iter().map(|&i| branches[i][t].clone()));
+                    continue;
+                }
+                let all: Vec<&Expr> = branches
+                    .iter()
+                    .map(|b| &b[t])
+                    .filter(|e| !e.is_nothing())
+                    .collect();
+                // A branch identical to another overlaps it completely: it never matches alone.
+                let live: Vec<&Expr> = all
+                    .iter()
+                    .filter(|e| all.iter().filter(|o| o == e).count() == 1)
+                    .copied()
+                    .collect();
+                out[t] = match live.len() {
+                    0 => Expr::Nothing,
+                    1 => live[0].clone(),
+                    _ if live.iter().any(|e| e.has_call()) => {
+                        return Err(GrammarError::unsupported(
+                            "oneOf",
+                            ptr,
+                            format!(
+                                "branches that may overlap on {} values and contain recursion",
+                                TYPES[t]
+                            ),
+                        ))
+                    }
+                    _ => Expr::alt((0..live.len()).map(|i| {
+                        let mut terms = vec![live[i].clone()];
+                        for (j, other) in live.iter().enumerate() {
+                            if j != i {
+                                terms.push(Expr::Not(Box::new((*other).clone())));
+                            }
+                        }
+                        Expr::and(terms)
+                    })),
+                };
+            }
+            return Ok(out);
+        }
+        if let Some(not) = m.get("not") {
+            if accepts_everything(not) {
+                // `not: {}` rules out every value: unsatisfiable, not a negation to refuse.
+                return Ok(nothing());
+            }
+            let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
+            let negative = self.parts(not, &format!("{ptr}/not"))?;
+            return self.subtract(positive, negative, ptr, "not");
+        }
+        if m.contains_key("if") {
+            let (has_then, has_else) = (m.contains_key("then"), m.contains_key("else"));
+            let rest = base(&["if", "then", "else"]);
+            if !has_then && !has_else {
+                return self.parts(&Value::Object(rest), ptr);
+            }
+            let cond = m["if"].clone();
+            let then = m.get("then").cloned().unwrap_or(Value::Bool(true));
+            let els = m.get("else").cloned().unwrap_or(Value::Bool(true));
+            // (if and then) or (else and not if)
+            let with_then = self.branch_parts(
+                &rest,
+                &json!({"allOf": [cond, then]}),
+                &format!("{ptr}/then"),
+            )?;
+            let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
+            let cond_parts = self.parts(&cond, &format!("{ptr}/if"))?;
+            let else_only = self.subtract(with_else, cond_parts, ptr, "if")?;
+            return Ok(std::array::from_fn(|t| {
+                Expr::alt([with_then[t].clone(), else_only[t].clone()])
+            }));
+        }
+        // dependencies as anyOf: "key absent, or present with its requirements".
+        if let Some(deps) = m
+            .get("dependentRequired")
+            .or_else(|| m.get("dependencies"))
+            .or_else(|| m.get("dependentSchemas"))
+        {
+            let key = ["dependentRequired", "dependencies", "dependentSchemas"]
+                .into_iter()
+                .find(|k| m.contains_key(*k))
+                .unwrap_or("dependencies");
+            let deps = deps
+                .as_object()
+                .ok_or_else(|| GrammarError::invalid(ptr, format!("{key} must be an object")))?;
+            let mut acc = Value::Object(base(&[key]));
+            for (name, req) in deps {
+                let present = match req {
+                    Value::Array(list) => {
+                        let mut r = vec![json!(name)];
+                        r.extend(list.iter().cloned());
+                        json!({"required": r})
+                    }
+                    s => json!({"allOf": [{"required": [name]}, s]}),
+                };
+                let dep = json!({"anyOf": [{"properties": {name.clone(): false}}, present]});
+                acc = match (&acc, &dep) {
+                    (Value::Object(a), Value::Object(b)) => merge(a, b, ptr)?,
+                    _ => Value::Bool(false),
+                };
+            }
+            return self.parts(&acc, ptr);
+        }
+        self.typed_parts(m, ptr)
+    }
+
+    /// The parts of each branch of `anyOf`/`oneOf` (`key`), each merged with `rest`.
+    pub(super) fn branches(
+        &mut self,
+        m: &Obj,
+        key: &str,
+        ptr: &str,
+        rest: &Obj,
+    ) -> Result<Vec<Parts>, GrammarError> {
+        let list = m[key]
+            .as_array()
+            .ok_or_else(|| GrammarError::invalid(ptr, format!("{key} must be an array")))?;
+        if list.is_empty() {
+            return Err(GrammarError::invalid(
+                ptr,
+                format!("{key} must not be empty"),
+            ));
+        }
+        let mut out = Vec::with_capacity(list.len());
+        for (i, branch) in list.iter().enumerate() {
+            out.push(self.branch_parts(rest, branch, &format!("{ptr}/{key}/{i}"))?);
+        }
+        Ok(out)
+    }
+
+    /// Resolves a `{"$ref": ...}` (with or without siblings) into a mergeable schema value.
+    pub(super) fn expand_ref(&mut self, v: &Value, ptr: &str) -> Result<Value, GrammarError> {
+        let Some(m) = v.as_object() else {
+            return Ok(v.clone());
+        };
+        let Some(r) = m.get("$ref") else {
+            return Ok(v.clone());
+        };
+        let (target, tptr) = self.resolve(r, ptr)?;
+        if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+            return Err(GrammarError::unsupported(
+                "$ref",
+                ptr,
+                "a recursive $ref inside allOf",
+            ));
+        }
+        self.inline_stack.push(tptr.clone());
+        let expanded = self.expand_ref(target, &tptr);
+        self.inline_stack.pop();
+        let expanded = expanded?;
+        let rest: Obj = m
+            .iter()
+            .filter(|(k, _)| *k != "$ref")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match expanded {
+            Value::Object(mut t) => {
+                for k in ["$defs", "definitions"] {
+                    t.remove(k);
+                }
+                if rest.is_empty() || self.draft.ref_hides_siblings {
+                    Ok(Value::Object(t))
+                } else {
+                    merge(&t, &rest, ptr)
+                }
+            }
+            other => Ok(other),
+        }
+    }
+
+    pub(super) fn branch_parts(
+        &mut self,
+        rest: &Obj,
+        branch: &Value,
+        ptr: &str,
+    ) -> Result<Parts, GrammarError> {
+        let has_rest = rest.keys().any(|k| is_validation(k));
+        if !has_rest {
+            return self.parts(branch, ptr);
+        }
+        let branch = self.expand_ref(branch, ptr)?;
+        match branch {
+            Value::Bool(true) => self.parts(&Value::Object(rest.clone()), ptr),
+            Value::Bool(false) => Ok(nothing()),
+            Value::Object(b) => {
+                let merged = merge(rest, &b, ptr)?;
+                self.parts(&merged, ptr)
+            }
+            _ => Err(GrammarError::invalid(
+                ptr,
+                "a schema must be an object or a boolean",
+            )),
+        }
+    }
+
+    /// `positive` minus `negative`, type by type (exact where neither side recurses).
+    pub(super) fn subtract(
+        &mut self,
+        positive: Parts,
+        negative: Parts,
+        ptr: &str,
+        keyword: &str,
+    ) -> Result<Parts, GrammarError> {
+        let mut out = nothing();
+        for t in 0..6 {
+            let (p, n) = (&positive[t], &negative[t]);
+            let any = self.any_parts();
+            out[t] = if p.is_nothing() || n.is_nothing() {
+                p.clone()
+            } else if p == n || *n == any[t] {
+                Expr::Nothing
+            } else if p.has_call() || n.has_call() {
+                self.refuse(
+                    keyword,
+                    ptr,
+                    &format!("negating a recursive schema for {} values", TYPES[t]),
+                )?;
+                p.clone()
+            } else {
+                Expr::and(vec![p.clone(), Expr::Not(Box::new(n.clone()))])
+            };
+        }
+        Ok(out)
+    }
+}
