@@ -86,7 +86,7 @@ pub struct ModelArgs {
     /// SmolLM2-135M-Instruct GGUF fetched by scripts/fetch-model.sh.
     #[arg(long, short = 'm')]
     pub model: Option<String>,
-    /// cpu, cuda[:N] or metal.
+    /// cpu, `cuda[:N]` or metal.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Keep GGUF weights exactly as stored (by default Q4_1/Q5_0/Q5_1 are re-quantized to

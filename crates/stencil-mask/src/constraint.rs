@@ -9,24 +9,25 @@ use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
 
-/// Limits that turn pathological constraints into errors instead of hangs or OOMs.
+/// Limits that turn pathological constraints into errors instead of hangs or OOMs; apart
+/// from the language (which [`stencil_grammar::Options`] states).
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// NFA states (grows with schema size and bounded repetitions).
+    /// NFA states (grows with schema size and bounded repetitions). Default 4,000,000.
     pub max_nfa_states: usize,
-    /// DFA states built lazily over the constraint's life (each costs 1 KiB).
+    /// DFA states built lazily over the constraint's life (each costs 1 KiB). Default 500,000.
     pub max_dfa_states: usize,
     /// States of an eagerly built intersection/complement (`not`, `oneOf`, bounds with
-    /// `multipleOf`, patterns with lengths).
+    /// `multipleOf`, patterns with lengths). Default 50,000.
     pub max_intersection_states: usize,
-    /// Parses alive at once (grammar ambiguity).
+    /// Parses alive at once (grammar ambiguity). Default 64.
     pub max_parses: usize,
-    /// Rule calls nested within one byte step.
+    /// Rule calls nested within one byte step. Default 128.
     pub max_call_depth: usize,
-    /// Per-state masks kept in the cache (each is vocab/8 bytes).
+    /// Per-state masks kept in the cache (each is vocab/8 bytes). Default 4,096.
     pub max_cached_masks: usize,
     /// Automaton work (NFA states visited while building new transitions) allowed for one
-    /// mask or one commit: the guarantee that no step hangs.
+    /// mask or one commit: the guarantee that no step hangs. Default 200,000,000.
     pub max_work_per_step: u64,
 }
 
@@ -101,13 +102,11 @@ impl Constraint {
             limits.max_nfa_states,
             limits.max_intersection_states,
         )?;
-        if *TRACE {
-            eprintln!(
-                "grammar: {} rules, {} arena nodes",
-                grammar.rules.len(),
-                nfa.num_nodes()
-            );
-        }
+        tracing::debug!(
+            "grammar: {} rules, {} arena nodes",
+            grammar.rules.len(),
+            nfa.num_nodes()
+        );
         let mut dfa = LazyDfa::new(nfa, limits.max_dfa_states);
         dfa.set_max_token_len(trie.max_token_len());
         let c = Arc::new(Self {
@@ -202,8 +201,8 @@ impl Inner {
             }
             None => Arc::new(walk(&mut self.dfa, FULL)?),
         };
-        if *TRACE {
-            eprintln!(
+        if tracing::enabled!(tracing::Level::TRACE) {
+            tracing::trace!(
                 "local mask: state {s} depth {depth} level {level:?} trie {} tokens {} exits {} in {:?} (depth search {:?}, new states {} + {})",
                 m.trie,
                 m.tokens.count(),
@@ -224,11 +223,6 @@ impl Inner {
         Ok(m)
     }
 }
-
-/// `STENCIL_TRACE_MASK=1` prints every per-state mask computed (state, plain-text depth,
-/// tokens, time): the tool for finding slow masks.
-pub(crate) static TRACE: std::sync::LazyLock<bool> =
-    std::sync::LazyLock::new(|| std::env::var_os("STENCIL_TRACE_MASK").is_some());
 
 /// Plain-text depth of a state that loops back on itself.
 const INFINITE: u32 = u32::MAX;

@@ -236,7 +236,7 @@ impl Matcher {
             return Ok(());
         }
         let arena_len = self.arena.len();
-        let trace = *crate::constraint::TRACE;
+        let trace = tracing::enabled!(tracing::Level::TRACE);
         let t_start = trace.then(std::time::Instant::now);
         let mut t_local = std::time::Duration::ZERO;
         let mut n_exits = 0usize;
@@ -313,7 +313,7 @@ impl Matcher {
         if let Some(t_start) = t_start {
             let total = t_start.elapsed();
             if total.as_micros() > 250 {
-                eprintln!(
+                tracing::trace!(
                     "slow mask: total {:?} local {:?} fresh {} configs {} exits {} exit-walks {:?}",
                     total,
                     t_local,

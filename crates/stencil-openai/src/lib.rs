@@ -1,10 +1,12 @@
 //! The OpenAI wire format, both sides of it.
 //!
 //! Server side: [`request::chat_request`] and [`request::completion_request`] check a request
-//! body field by field and turn it into the runtime's [`stencil_runtime::engine::ChatRequest`]
-//! (every problem is an [`ApiError`] naming the field); [`response`] holds the response and
-//! chunk types; [`sse`] frames events. [`ApiError::from_runtime`] is the one place runtime
-//! errors get their HTTP status.
+//! body field by field and turn it into the engine's [`stencil_types::ChatRequest`] (every
+//! problem is an [`ApiError`] naming the field); [`response`] holds the response and chunk
+//! types, built from a [`stencil_types::ChatOutcome`]; [`sse`] frames events. Engine rule
+//! errors map onto fields through [`ApiError::from_request`]; the server maps the runtime's
+//! other errors onto statuses (`stencil_server::api_error`). This crate depends on neither
+//! the runtime nor candle: a client or a stream accumulator builds without them.
 //!
 //! Client side: [`sse::SseDecoder`] turns network bytes (split anywhere, LF/CRLF/CR line ends)
 //! into events; [`accumulate::ChatAccumulator`] joins chunk deltas into a message and refuses

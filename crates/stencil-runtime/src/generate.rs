@@ -338,11 +338,11 @@ pub fn budgeted_matcher(constraint: &Arc<Constraint>, max_tokens: usize) -> Resu
 }
 
 /// Longest repeated unit the loop guard looks for, in tokens.
-const LOOP_MAX_PERIOD: usize = 64;
+pub const LOOP_MAX_PERIOD: usize = 64;
 /// Back-to-back copies of a unit that make a loop...
-const LOOP_MIN_COPIES: usize = 3;
+pub const LOOP_MIN_COPIES: usize = 3;
 /// ...spanning at least this many tokens (so `000` in a number or `---` is not a loop).
-const LOOP_MIN_SPAN: usize = 16;
+pub const LOOP_MIN_SPAN: usize = 16;
 
 /// If `tokens` end in a degenerate repetition (the same unit of at most
 /// [`LOOP_MAX_PERIOD`] tokens written [`LOOP_MIN_COPIES`] times back to back, over at least

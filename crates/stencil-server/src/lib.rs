@@ -1,7 +1,7 @@
 //! An OpenAI-compatible HTTP server over an [`Engine`]: a thin axum layer.
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
-//! `GET /v1/models/{id}`, `GET /health`. Every request first passes [`guard`] (Host, Origin,
+//! `GET /v1/models/{id}`, `GET /health`. Every request first passes the `guard` module (Host, Origin,
 //! Content-Type, API key): a web page the user opens cannot drive the local server. Requests are checked by `stencil-openai` (400 naming the field), prepared on
 //! a dedicated thread (constraint compile, prompt), then queued for the one generation thread
 //! ([`worker`]); a full queue is a 503 with `Retry-After`. Streams are SSE with keep-alive

@@ -99,8 +99,8 @@ impl Inner {
         let t0 = std::time::Instant::now();
         let (walked, plain) = self.plain_chain(s, trie)?;
         let (groups, exits) = self.walk_ends(s, trie, walked)?;
-        if *crate::constraint::TRACE {
-            eprintln!(
+        if tracing::enabled!(tracing::Level::TRACE) {
+            tracing::trace!(
                 "budget ends: state {s} trie {walked} groups {} + {} by characters, exits {} in {:?}",
                 groups.len(),
                 plain.len(),

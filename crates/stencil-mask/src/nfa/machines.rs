@@ -51,14 +51,12 @@ impl Nfa {
                 } else {
                     Arc::new(self.intersect(&rest)?)
                 };
-                if *crate::constraint::TRACE {
-                    eprintln!(
-                        "counted {min}..{max}: pattern {} states x {} classes in {:?}",
-                        pattern.num_states(),
-                        pattern.nclasses,
-                        t0.elapsed()
-                    );
-                }
+                tracing::trace!(
+                    "counted {min}..{max}: pattern {} states x {} classes in {:?}",
+                    pattern.num_states(),
+                    pattern.nclasses,
+                    t0.elapsed()
+                );
                 Built::Counted(Box::new(Counted::new(
                     pattern,
                     chars,
@@ -73,7 +71,7 @@ impl Nfa {
             Built::Explicit(d) => d.boundaries().collect(),
             Built::Counted(c) => c.boundaries().collect(),
         };
-        if *crate::constraint::TRACE {
+        if tracing::enabled!(tracing::Level::TRACE) {
             let (kind, states) = match (&def, &built) {
                 (MachineDef::And(p), Built::Explicit(d)) => {
                     (format!("and/{}", p.len()), d.num_states())
@@ -83,7 +81,7 @@ impl Nfa {
                 (_, Built::Explicit(d)) => ("dfa".into(), d.num_states()),
                 _ => (String::new(), 0),
             };
-            eprintln!("machine {m} {kind}: {states} states, {:?}", t0.elapsed());
+            tracing::trace!("machine {m} {kind}: {states} states, {:?}", t0.elapsed());
         }
         let mut changed = false;
         for b in boundaries {
