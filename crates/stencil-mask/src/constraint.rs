@@ -5,7 +5,7 @@ use crate::completion::Completions;
 use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
 use crate::trie::{Trie, FULL, MAX_EXACT_DEPTH, PLAIN_LEVELS};
-use crate::{MaskError, Matcher, TokenSet, TokenTrie};
+use crate::{BuildError, MaskError, Matcher, TokenSet, TokenTrie};
 use std::sync::{Arc, Mutex};
 use stencil_grammar::Grammar;
 
@@ -96,7 +96,7 @@ impl Constraint {
         grammar: &Grammar,
         trie: Arc<TokenTrie>,
         limits: Limits,
-    ) -> Result<Arc<Self>, MaskError> {
+    ) -> Result<Arc<Self>, BuildError> {
         let nfa = Nfa::build(
             grammar,
             limits.max_nfa_states,

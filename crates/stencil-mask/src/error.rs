@@ -1,10 +1,39 @@
-//! [`MaskError`].
+//! [`BuildError`] (compiling a constraint) and [`MaskError`] (one step of a matcher).
 
-/// Errors compiling a constraint or computing a mask.
+/// Why a grammar could not be compiled for a vocabulary ([`crate::Constraint::new`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum MaskError {
+#[non_exhaustive]
+pub enum BuildError {
+    /// The grammar uses something the automaton cannot build (a rule call inside `not`).
     #[error(transparent)]
     Grammar(#[from] stencil_grammar::GrammarError),
+    #[error("the automaton needs more than {limit} {what} states (reached {given}); simplify the constraint or raise the limit")]
+    TooManyStates {
+        what: &'static str,
+        given: usize,
+        limit: usize,
+    },
+    /// Another limit of [`crate::Limits`] was hit while building the start state.
+    #[error(transparent)]
+    Limit(MaskError),
+}
+
+impl From<MaskError> for BuildError {
+    fn from(e: MaskError) -> Self {
+        match e {
+            MaskError::TooManyStates { what, given, limit } => {
+                Self::TooManyStates { what, given, limit }
+            }
+            other => Self::Limit(other),
+        }
+    }
+}
+
+/// Why one step of a [`crate::Matcher`] (a mask, a commit, a rollback) failed. The automaton is
+/// built lazily, so a limit can be hit at any step; the matcher is unchanged by a failed step.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaskError {
     #[error("the automaton needs more than {limit} {what} states (reached {given}); simplify the constraint or raise the limit")]
     TooManyStates {
         what: &'static str,
@@ -17,8 +46,6 @@ pub enum MaskError {
     TooMuchWork { limit: u64 },
     #[error("rule calls nested deeper than {limit}")]
     TooDeep { limit: usize },
-    #[error("rule {rule:?} can call itself without consuming input (left recursion)")]
-    LeftRecursion { rule: String },
     #[error("token {token} is not allowed here")]
     TokenNotAllowed { token: u32 },
     #[error("token {token} would leave more to write than the {left} tokens left in the budget")]

@@ -35,8 +35,9 @@
 //!   `forced_tokens` (fast-forward through the caller's tokenizer),
 //!   `is_accepting`; cheap to clone.
 //! - [`TokenSet`]: a bitset over token ids.
-//! - [`Limits`] and [`MaskError`]: typed limits (`TooManyStates { given, limit }`,
-//!   `TooMuchWork`), so a pathological constraint is an error, never a hang.
+//! - [`Limits`]: typed limits, so a pathological constraint is an error, never a hang;
+//!   [`BuildError`] when compiling a constraint, [`MaskError`] when a step fails
+//!   (`TooManyStates { given, limit }`, `TooMuchWork`, `TokenNotAllowed`...).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -88,7 +89,7 @@ mod tokenset;
 mod trie;
 
 pub use constraint::{Constraint, Limits};
-pub use error::MaskError;
+pub use error::{BuildError, MaskError};
 pub use matcher::Matcher;
 pub use tokenset::TokenSet;
 pub use trie::TokenTrie;

@@ -23,7 +23,7 @@ mod machines;
 use crate::counted::Counted;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::machine::{classes_from_boundaries, Machine, DEAD as MDEAD};
-use crate::MaskError;
+use crate::{BuildError, MaskError};
 use arena::ArenaBuilder;
 use regex_syntax::utf8::Utf8Sequences;
 use std::sync::Arc;
@@ -192,7 +192,7 @@ pub(crate) struct Nfa {
 }
 
 impl Nfa {
-    pub fn build(g: &Grammar, limit: usize, machine_limit: usize) -> Result<Nfa, MaskError> {
+    pub fn build(g: &Grammar, limit: usize, machine_limit: usize) -> Result<Nfa, BuildError> {
         let mut b = ArenaBuilder::default();
         b.push(Node::Empty);
         b.push(Node::Nothing);

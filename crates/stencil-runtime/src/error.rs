@@ -47,6 +47,10 @@ pub enum RuntimeError {
     Device(String),
     #[error("model `{spec}` could not be resolved: {reason}")]
     ModelNotFound { spec: String, reason: String },
+    /// The constraint could not be compiled for this vocabulary.
+    #[error("constraint: {0}")]
+    ConstraintBuild(#[from] stencil_mask::BuildError),
+    /// A mask or commit step failed (a limit hit while the automaton grows).
     #[error("constraint: {0}")]
     Constraint(#[from] stencil_mask::MaskError),
     #[error("{0}")]

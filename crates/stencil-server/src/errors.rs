@@ -17,10 +17,11 @@ pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
         RuntimeError::PromptTooLong { .. } => {
             ApiError::invalid(fields.prompt, msg).with_code("context_length_exceeded")
         }
-        RuntimeError::Grammar(_) => {
+        RuntimeError::Grammar(_)
+        | RuntimeError::ConstraintBuild(stencil_mask::BuildError::Grammar(_)) => {
             ApiError::invalid(fields.constraint, msg).with_code("invalid_constraint")
         }
-        RuntimeError::Constraint(_) => {
+        RuntimeError::Constraint(_) | RuntimeError::ConstraintBuild(_) => {
             ApiError::invalid(fields.constraint, msg).with_code("constraint_too_complex")
         }
         RuntimeError::BudgetTooSmall { .. } => {

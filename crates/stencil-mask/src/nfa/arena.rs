@@ -151,7 +151,7 @@ impl ArenaBuilder {
         self.leaf(Node::Machine(m))
     }
 
-    pub(super) fn node(&mut self, e: &Expr) -> Result<NodeId, MaskError> {
+    pub(super) fn node(&mut self, e: &Expr) -> Result<NodeId, BuildError> {
         let id = self.node_inner(e)?;
         if one_char(e, &self.one_char, &self.shared) {
             self.one_char.insert(id);
@@ -159,7 +159,7 @@ impl ArenaBuilder {
         Ok(id)
     }
 
-    pub(super) fn node_inner(&mut self, e: &Expr) -> Result<NodeId, MaskError> {
+    pub(super) fn node_inner(&mut self, e: &Expr) -> Result<NodeId, BuildError> {
         Ok(match e {
             Expr::Empty => EMPTY,
             Expr::Nothing => NOTHING,
@@ -274,7 +274,7 @@ impl ArenaBuilder {
                     return Ok(id);
                 }
                 let sep = self.node(&o.sep)?;
-                let pair = |b: &mut Self, e: &Expr| -> Result<(NodeId, NodeId), MaskError> {
+                let pair = |b: &mut Self, e: &Expr| -> Result<(NodeId, NodeId), BuildError> {
                     let alone = b.node(e)?;
                     Ok((alone, b.list(false, vec![sep, alone])))
                 };
@@ -304,7 +304,7 @@ impl ArenaBuilder {
     /// tightest bounds), counted machines among the kids fold into it, and a bound over a
     /// small alternation is distributed over its branches, so that every branch gets its own
     /// lazily stepped counter instead of one eager product of everything.
-    pub(super) fn and_node(&mut self, kids: Vec<NodeId>) -> Result<NodeId, MaskError> {
+    pub(super) fn and_node(&mut self, kids: Vec<NodeId>) -> Result<NodeId, BuildError> {
         let is_bound = |b: &Self, k: NodeId| match b.nodes[k as usize] {
             Node::Repeat { body, min, max } => {
                 (body == b.unit || b.one_char.contains(&body)) && !(min == 0 && max == UNBOUNDED)
@@ -448,9 +448,9 @@ pub(super) fn one_char(
     }
 }
 
-pub(super) fn call_free(e: &Expr) -> Result<(), MaskError> {
+pub(super) fn call_free(e: &Expr) -> Result<(), BuildError> {
     if e.has_call() {
-        return Err(MaskError::Grammar(
+        return Err(BuildError::Grammar(
             stencil_grammar::GrammarError::InvalidSchema {
                 pointer: "#".into(),
                 reason: "intersection or complement of a recursive subexpression".into(),
