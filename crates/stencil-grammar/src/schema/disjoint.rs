@@ -78,16 +78,7 @@ impl Compiler<'_> {
             }
         }
         // Other applicators can widen or narrow what the plain keywords say: prove nothing.
-        let applicators = [
-            "anyOf",
-            "oneOf",
-            "allOf",
-            "not",
-            "if",
-            "$ref",
-            "dependentSchemas",
-        ];
-        if applicators.iter().any(|k| has(a, k) || has(b, k)) {
+        if APPLICATORS.iter().any(|k| has(a, k) || has(b, k)) {
             return false;
         }
         let (a, b) = (a.0, b.0);

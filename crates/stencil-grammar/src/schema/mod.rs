@@ -41,6 +41,17 @@ const STRING: usize = 3;
 const ARRAY: usize = 4;
 const OBJECT: usize = 5;
 
+/// Keywords that can widen or narrow what a schema's plain keywords say.
+const APPLICATORS: [&str; 7] = [
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "$ref",
+    "dependentSchemas",
+];
+
 /// Size (expression nodes) above which a `$ref` target becomes rules instead of being inlined.
 const SHARE_REF_NODES: usize = 400;
 

@@ -133,19 +133,13 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
     if let Some(kept) = all_of_kept {
         rest.insert("allOf".into(), Value::Array(kept));
     }
-    let applicators = [
-        "anyOf",
-        "oneOf",
-        "allOf",
-        "not",
-        "if",
-        "$ref",
-        "dependentSchemas",
-        "dependencies",
-        "dependentRequired",
-        "unevaluatedProperties",
-    ];
-    if applicators.iter().any(|k| rest.contains_key(*k)) {
+    // Presence rules only describe objects whose other keywords are plain.
+    let more = ["dependencies", "dependentRequired", "unevaluatedProperties"];
+    if APPLICATORS
+        .iter()
+        .chain(&more)
+        .any(|k| rest.contains_key(*k))
+    {
         return None;
     }
     let mut names: Vec<String> = Vec::new();

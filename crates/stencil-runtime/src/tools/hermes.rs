@@ -107,29 +107,16 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Vec<ChatMessage>, R
 mod tests {
     use super::*;
 
-    fn msg(v: Value) -> ChatMessage {
-        serde_json::from_value(v).unwrap()
-    }
-
-    fn call_msg(id: &str, args: &str) -> ChatMessage {
-        msg(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "get_weather", "arguments": args}}]}),
-        )
-    }
-
-    fn tool_msg(id: &str) -> ChatMessage {
-        msg(json!({"role": "tool", "tool_call_id": id, "content": "sunny"}))
-    }
-
     #[test]
     fn hermes_rendering_of_history() {
         let tools: Vec<Tool> = serde_json::from_value(json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}}])).unwrap();
-        let conv = [
-            ChatMessage::system("Be brief."),
-            ChatMessage::user("weather?"),
-            call_msg("c1", r#"{"city":"北京"}"#),
-            tool_msg("c1"),
-        ];
+        let conv: Vec<ChatMessage> = serde_json::from_value(json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": r#"{"city":"北京"}"#}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+        ]))
+        .unwrap();
         let out = hermes_messages(&conv, &tools).unwrap();
         let texts = message_texts(&out).unwrap();
         assert_eq!(out.len(), 4);
