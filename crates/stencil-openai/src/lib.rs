@@ -12,6 +12,27 @@
 //! into events; [`accumulate::ChatAccumulator`] joins chunk deltas into a message and refuses
 //! to hand out tool calls from a stream that did not end properly; [`client`] streams a chat
 //! completion from any OpenAI-compatible server.
+//!
+//! ```
+//! use stencil_openai::accumulate::ChatAccumulator;
+//! use stencil_openai::sse::SseDecoder;
+//!
+//! // Network bytes, split anywhere: a tool call streamed in two fragments.
+//! let wire = concat!(
+//!     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",",
+//!     "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\"\"}}]}}]}\r\n\r\n",
+//!     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\": 1}\"}}]},",
+//!     "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+//! );
+//! let (mut sse, mut acc) = (SseDecoder::new(), ChatAccumulator::new());
+//! for piece in wire.as_bytes().chunks(7) {
+//!     for event in sse.push(piece) {
+//!         acc.push_event(&event).unwrap();
+//!     }
+//! }
+//! let calls = acc.tool_calls().unwrap(); // an error if the stream had not ended properly
+//! assert_eq!((calls[0].name.as_str(), calls[0].arguments.as_str()), ("f", r#"{"a": 1}"#));
+//! ```
 
 pub mod accumulate;
 pub mod client;

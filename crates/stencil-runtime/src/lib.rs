@@ -17,6 +17,34 @@
 //! - [`convert`]: GGUF -> Hugging Face safetensors directory.
 //!
 //! Errors are one enum, [`RuntimeError`], whose messages name what was wrong and where.
+//!
+//! ```no_run
+//! use std::ops::ControlFlow;
+//! use stencil_runtime::engine::ChatEngine;
+//! use stencil_runtime::loader::{load, resolve, LoadOptions};
+//! use stencil_runtime::tools::ToolEvent;
+//! use stencil_types::{ChatMessage, ChatRequest, ConstraintSpec};
+//!
+//! // `None`: the default model; or a GGUF path, a safetensors directory, `org/name`.
+//! let engine = ChatEngine::new(load(&resolve(None)?, &LoadOptions::default(), |_, _| {})?);
+//! let request = ChatRequest {
+//!     messages: vec![ChatMessage::user("The largest city in France, as JSON.")],
+//!     constraint: Some(ConstraintSpec::JsonSchema(serde_json::json!({
+//!         "type": "object",
+//!         "properties": {"city": {"type": "string"}},
+//!         "required": ["city"]
+//!     }))),
+//!     ..ChatRequest::default()
+//! };
+//! let outcome = engine.chat(&request, |event| {
+//!     if let ToolEvent::Content(text) = event {
+//!         print!("{text}"); // final text, as it streams
+//!     }
+//!     ControlFlow::Continue(()) // `Break` cancels
+//! })?;
+//! assert_eq!(outcome.finish_reason, stencil_types::ChatFinish::Stop);
+//! # Ok::<(), stencil_runtime::RuntimeError>(())
+//! ```
 
 pub mod chat;
 pub mod convert;
