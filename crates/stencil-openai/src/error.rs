@@ -97,14 +97,15 @@ impl ApiError {
         }
     }
 
-    /// A request that breaks an engine rule, reported against the request's own field.
-    pub fn from_request(e: &RequestError, fields: ErrorFields) -> Self {
+    /// A request that breaks an engine rule, reported against the request's own field;
+    /// `prompt` names the field a conversation error is about (`messages` or `prompt`).
+    pub fn from_request(e: &RequestError, prompt: &'static str) -> Self {
         let param = match e.field {
-            RequestField::Messages => fields.prompt,
+            RequestField::Messages => prompt,
             RequestField::Tools => "tools",
             RequestField::ToolChoice => "tool_choice",
             RequestField::Sampling(name) => name,
-            _ => fields.prompt,
+            _ => prompt,
         };
         Self::invalid(param, e.to_string())
     }

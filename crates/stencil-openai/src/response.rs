@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stencil_types::{ChatFinish, ChatOutcome, ToolCall, Usage as EngineUsage};
+use stencil_types::{ChatOutcome, ToolCall, Usage as EngineUsage};
 
 /// Token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,11 +141,6 @@ pub struct Completion {
     pub usage: Option<Usage>,
 }
 
-/// The wire spelling of a finish reason.
-pub fn finish_str(f: ChatFinish) -> &'static str {
-    f.as_str()
-}
-
 impl ToolCallPart {
     /// A whole call, as a message lists it (`index: None`) or as the first fragment of a
     /// streamed one (`index: Some(i)`): the one place the wire shape of a call is built.
@@ -197,7 +192,7 @@ impl ChatCompletion {
                         .map(|c| ToolCallPart::call(None, c))
                         .collect(),
                 },
-                finish_reason: Some(finish_str(o.finish_reason).into()),
+                finish_reason: Some(o.finish_reason.as_str().into()),
                 logprobs: None,
             }],
             usage: Some(o.usage.into()),

@@ -4,8 +4,7 @@
 
 use serde_json::{json, Value};
 use stencil_openai::response::{
-    finish_str, stencil_info, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall,
-    ToolCallPart, Usage,
+    stencil_info, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall, ToolCallPart, Usage,
 };
 use stencil_runtime::tools::ToolEvent;
 use stencil_types::{ChatOutcome, ToolCall};
@@ -112,7 +111,7 @@ impl ChunkWriter {
 
     /// The closing chunks: `finish_reason`, then usage if asked for.
     pub fn finish(&self, o: &ChatOutcome) -> Vec<Value> {
-        let finish = finish_str(o.finish_reason);
+        let finish = o.finish_reason.as_str();
         let usage: Usage = o.usage.into();
         let mut last = match self.endpoint {
             Endpoint::Chat => self.chat(Delta::default(), Some(finish)),

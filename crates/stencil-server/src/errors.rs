@@ -10,7 +10,7 @@ use stencil_runtime::RuntimeError;
 pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
     let msg = e.to_string();
     match e {
-        RuntimeError::Request(r) => ApiError::from_request(r, fields),
+        RuntimeError::Request(r) => ApiError::from_request(r, fields.prompt),
         RuntimeError::Template(_) | RuntimeError::EmptyPrompt => {
             ApiError::invalid(fields.prompt, msg)
         }

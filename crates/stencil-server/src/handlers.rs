@@ -13,9 +13,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use stencil_openai::error::ErrorFields;
 use stencil_openai::request::{chat_request, completion_request, ValidRequest};
-use stencil_openai::response::{
-    finish_str, now, stencil_info, ChatCompletion, ModelCard, ModelList,
-};
+use stencil_openai::response::{now, stencil_info, ChatCompletion, ModelCard, ModelList};
 use stencil_openai::ApiError;
 use tokio::sync::mpsc;
 
@@ -242,7 +240,7 @@ async fn whole(
                 Endpoint::Completions => {
                     let mut body = writer.completion(
                         o.content.as_deref().unwrap_or_default(),
-                        Some(finish_str(o.finish_reason)),
+                        Some(o.finish_reason.as_str()),
                         Some(o.usage.into()),
                     );
                     body["stencil"] = stencil_info(&o);

@@ -85,15 +85,10 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
             })?),
         },
     };
-    sampling.validate().map_err(|e| {
-        ApiError::from_request(
-            &e,
-            ErrorFields {
-                constraint: "",
-                prompt: "messages",
-            },
-        )
-    })?;
+    // A sampling error names its own parameter, never the prompt field.
+    sampling
+        .validate()
+        .map_err(|e| ApiError::from_request(&e, "messages"))?;
     let stop = match field(o, "stop") {
         None => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
