@@ -47,10 +47,8 @@ pub enum ToolChoice {
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// The rule for tool names, the one place it is written: 1-64 characters of a-z, A-Z, 0-9,
-/// `_`, `-` and `.`, each name used once. The error names the offending index and name.
-pub fn check_tool_names<'a>(
-    names: impl IntoIterator<Item = &'a str>,
-) -> Result<(), (usize, String)> {
+/// `_`, `-` and `.`, each name used once. The error names the offending tool (`tools[i]`).
+pub fn check_tool_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
     let mut seen = std::collections::HashSet::new();
     for (i, n) in names.into_iter().enumerate() {
         if n.is_empty()
@@ -59,15 +57,11 @@ pub fn check_tool_names<'a>(
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
         {
-            return Err((
-                i,
-                format!("tools[{i}].function.name `{n}` must be 1-{MAX_TOOL_NAME_LEN} characters of a-z, A-Z, 0-9, _, -, ."),
-            ));
+            return Err(format!("tools[{i}].function.name `{n}` must be 1-{MAX_TOOL_NAME_LEN} characters of a-z, A-Z, 0-9, _, -, ."));
         }
         if !seen.insert(n) {
-            return Err((
-                i,
-                format!("tools[{i}].function.name `{n}` is used by an earlier tool too"),
+            return Err(format!(
+                "tools[{i}].function.name `{n}` is used by an earlier tool too"
             ));
         }
     }
@@ -84,7 +78,7 @@ pub fn tool_grammar(
     content: Option<Grammar>,
     options: &Options,
 ) -> Result<Compiled, GrammarError> {
-    check_tool_names(tools.iter().map(|t| t.name)).map_err(|(_, m)| GrammarError::Tool(m))?;
+    check_tool_names(tools.iter().map(|t| t.name)).map_err(GrammarError::Tool)?;
     let callable: Vec<&ToolSchema> = match mode {
         ToolChoice::None => vec![],
         ToolChoice::Auto | ToolChoice::Required => tools.iter().collect(),

@@ -89,7 +89,7 @@ pub fn validate_tools(tools: &[Tool]) -> Result<(), RequestError> {
         )));
     }
     stencil_grammar::tools::check_tool_names(tools.iter().map(|t| t.function.name.as_str()))
-        .map_err(|(_, m)| RequestError::tools(m))
+        .map_err(RequestError::tools)
 }
 
 #[cfg(test)]
