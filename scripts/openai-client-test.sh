@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts `stencil serve` on a free loopback port and drives it with the official `openai`
-# Python package (installed with pip into a virtualenv under target/). Needs a built
+# Python package (installed with pip into a virtualenv under target/), then with 16 concurrent
+# streaming clients (`stencil bench load`). Needs a built
 # `stencil` binary (cargo test builds target/debug/stencil) and the default model.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +30,11 @@ for _ in $(seq 1 600); do
 done
 [ -n "$url" ] || { echo "server did not start" >&2; cat "$log" >&2; exit 1; }
 "$venv/bin/python" scripts/openai-client-test.py "$url"
+# 16 concurrent streaming clients (continuous batching): every stream complete and well formed,
+# then the same under JSON Schemas, every answer valid. Bounded: 32 short requests each.
+"$bin" bench load --url "$url" --api-key test-key --clients 16 --requests 32 --max-tokens 16
+"$bin" bench load --url "$url" --api-key test-key --clients 16 --requests 32 --max-tokens 48 \
+  --json-schema schemas/corpus/person.json --json-schema schemas/corpus/measurement.json
 kill -TERM $pid
 wait $pid
 grep -q "stopped" "$log" || { echo "server did not shut down cleanly on SIGTERM" >&2; cat "$log" >&2; exit 1; }

@@ -19,6 +19,10 @@ pub struct BenchArgs {
     pub decode_tokens: usize,
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Also decode this many sequences at once (one batched forward per step) and report
+    /// the aggregate tokens per second.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -46,17 +50,67 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         decode_ms.push(t.elapsed().as_secs_f64() * 1e3 / args.decode_tokens.max(1) as f64);
     }
-    let summary = serde_json::json!({
+    let decode_ms = median(decode_ms);
+    let mut summary = serde_json::json!({
         "model": loaded.model.describe(),
         "threads": candle_core_threads(),
         "prompt_tokens": prompt.len(),
         "prompt_tok_per_s": (median(prompt_tps) * 10.0).round() / 10.0,
         "decode_tokens": args.decode_tokens,
-        "decode_ms_per_token": (median(decode_ms) * 100.0).round() / 100.0,
+        "decode_ms_per_token": (decode_ms * 100.0).round() / 100.0,
         "load_s": (loaded.load_time.as_secs_f64() * 100.0).round() / 100.0,
     });
+    if args.batch > 1 {
+        let step_ms = batch_decode(&loaded, &prompt, args.batch, args.decode_tokens, args.runs)?;
+        let tps = args.batch as f64 * 1e3 / step_ms;
+        summary["batch"] = args.batch.into();
+        summary["batch_decode_ms_per_step"] = ((step_ms * 100.0).round() / 100.0).into();
+        summary["batch_tokens_per_s"] = ((tps * 10.0).round() / 10.0).into();
+        summary["batch_speedup"] = ((tps * decode_ms / 1e3 * 100.0).round() / 100.0).into();
+    }
     println!("{summary}");
     Ok(())
+}
+
+/// Median ms per decode step of `batch` sequences (after the same prompt), one batched
+/// forward per step.
+fn batch_decode(
+    loaded: &stencil_runtime::loader::LoadedModel,
+    prompt: &[u32],
+    batch: usize,
+    steps: usize,
+    runs: usize,
+) -> anyhow::Result<f64> {
+    use stencil_runtime::models::BatchStep;
+    let mut per_step = Vec::new();
+    for _ in 0..runs.max(1) {
+        let mut sessions = (0..batch)
+            .map(|_| loaded.model.new_session())
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut next = Vec::new();
+        for s in sessions.iter_mut() {
+            next.push(vec![
+                argmax(&s.forward(prompt)?.to_vec1::<f32>()?).unwrap_or(0)
+            ]);
+        }
+        let t = Instant::now();
+        for _ in 0..steps {
+            let mut batch: Vec<BatchStep<'_, '_>> = sessions
+                .iter_mut()
+                .zip(&next)
+                .map(|(s, t)| BatchStep {
+                    session: s.as_mut(),
+                    tokens: t,
+                })
+                .collect();
+            let logits = loaded.model.forward_batch(&mut batch)?;
+            for (n, l) in next.iter_mut().zip(logits) {
+                n[0] = argmax(&l.to_vec1::<f32>()?).unwrap_or(0);
+            }
+        }
+        per_step.push(t.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64);
+    }
+    Ok(median(per_step))
 }
 
 fn candle_core_threads() -> usize {

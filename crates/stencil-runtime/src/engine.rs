@@ -5,7 +5,9 @@
 //! cache of compiled constraints keyed by what was asked, so a schema or tool set used by many
 //! requests is compiled once. [`ChatEngine::prepare`] does every check that can fail before
 //! generation starts (a server answers those with 400); [`ChatEngine::run`] generates and
-//! reports [`ToolEvent`]s as they become final.
+//! reports [`ToolEvent`]s as they become final. With [`ChatEngine::with_batching`], `run`
+//! called from several threads at once shares one batched forward pass per step
+//! ([`crate::batch`]).
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -21,10 +23,12 @@ use stencil_types::{
     ToolCall, ToolChoice,
 };
 
+use crate::batch::{BatchConfig, BatchStats, Batcher};
 use crate::chat::{build_prompt, Prompt};
 use crate::error::{Result, RuntimeError};
 use crate::generate::{FinishReason, Generator};
 use crate::loader::LoadedModel;
+use crate::models::LanguageModel;
 use crate::tools::{hermes_messages, template_messages, ToolCallParser, ToolEvent};
 
 /// A request ready to run: prompt tokens and compiled constraint.
@@ -52,6 +56,7 @@ pub struct ChatEngine {
     cache: Mutex<ConstraintCache>,
     handles_tools: bool,
     pub limits: Limits,
+    batcher: Option<Batcher>,
 }
 
 impl ChatEngine {
@@ -67,7 +72,27 @@ impl ChatEngine {
             }),
             handles_tools,
             limits: Limits::default(),
+            batcher: None,
         }
+    }
+
+    /// Runs generations through a continuous-batching scheduler: concurrent [`run`]s
+    /// (from several threads) share each forward pass, up to `config.max_batch` at once.
+    ///
+    /// [`run`]: ChatEngine::run
+    pub fn with_batching(mut self, config: BatchConfig) -> Result<Self> {
+        self.batcher = Some(Batcher::new(self.loaded.model.clone(), config)?);
+        Ok(self)
+    }
+
+    /// Generations that run at once: the batch size, or 1 without batching.
+    pub fn max_batch(&self) -> usize {
+        self.batcher.as_ref().map_or(1, |b| b.config().max_batch)
+    }
+
+    /// The scheduler's counters, when batching.
+    pub fn batch_stats(&self) -> Option<BatchStats> {
+        self.batcher.as_ref().map(Batcher::stats)
     }
 
     /// The token trie of the model's vocabulary.
@@ -118,13 +143,18 @@ impl ChatEngine {
             None => self.chat_prompt(req, reserved)?,
         };
         let params = req.params.clone();
+        let max_tokens = self.output_room(&prompt, &params);
         if let Some(c) = &constraint {
             // The budget check of generation, before anything is streamed.
-            let context = self.loaded.model.context_length();
-            let max_tokens = params
-                .max_tokens
-                .min(context.saturating_sub(prompt.tokens.len()));
             crate::generate::budgeted_matcher(c, max_tokens)?;
+        }
+        if let Some(b) = &self.batcher {
+            // The batch's KV cache must be able to hold the whole sequence.
+            let needed = prompt.tokens.len() + max_tokens;
+            let capacity = b.config().kv_cache_tokens;
+            if needed > capacity {
+                return Err(RuntimeError::KvCacheTooSmall { needed, capacity });
+            }
         }
         Ok(Prepared {
             prompt,
@@ -137,6 +167,14 @@ impl ChatEngine {
     }
 
     /// A completion prompt, tokenized as text (control tokens only if `special_tokens`).
+    /// Tokens the output may take: `max_tokens`, within the context the prompt leaves.
+    fn output_room(&self, prompt: &Prompt, params: &GenerateParams) -> usize {
+        let context = self.loaded.model.context_length();
+        params
+            .max_tokens
+            .min(context.saturating_sub(prompt.tokens.len()))
+    }
+
     fn raw_prompt(&self, text: &str, special_tokens: bool, reserved: usize) -> Result<Prompt> {
         let tokens = self
             .loaded
@@ -292,8 +330,17 @@ impl ChatEngine {
         mut sink: impl FnMut(ToolEvent) -> ControlFlow<()>,
     ) -> Result<ChatOutcome> {
         let started = Instant::now();
+        let admission;
+        let model: &dyn LanguageModel = match &self.batcher {
+            Some(b) => {
+                let output = self.output_room(&prepared.prompt, &prepared.params);
+                admission = b.admit(prepared.prompt.tokens.len() + output)?;
+                &admission
+            }
+            None => self.loaded.model.as_ref(),
+        };
         let mut g = Generator::new(
-            self.loaded.model.as_ref(),
+            model,
             &self.loaded.tokenizer,
             &prepared.prompt.tokens,
             &prepared.params,

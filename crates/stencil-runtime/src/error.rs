@@ -43,6 +43,9 @@ pub enum RuntimeError {
         needed: Option<usize>,
         max_tokens: usize,
     },
+    /// The sequence can never be admitted: its reservation exceeds the whole KV cache.
+    #[error("the request needs {needed} KV cache positions (prompt + max_tokens), but the KV cache holds {capacity}: lower max_tokens or give the cache more memory (`stencil serve --kv-cache-mb`)")]
+    KvCacheTooSmall { needed: usize, capacity: usize },
     #[error("device `{0}`")]
     Device(String),
     #[error("model `{spec}` could not be resolved: {reason}")]

@@ -46,6 +46,7 @@
 //! # Ok::<(), stencil_runtime::RuntimeError>(())
 //! ```
 
+pub mod batch;
 pub mod chat;
 pub mod convert;
 pub mod device;

@@ -2,6 +2,7 @@
 //! tokenizer and chat template.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
@@ -58,7 +59,7 @@ pub struct LoadOptions {
 
 /// A model ready to generate: weights, tokenizer and chat template.
 pub struct LoadedModel {
-    pub model: Box<dyn LanguageModel>,
+    pub model: Arc<dyn LanguageModel>,
     pub tokenizer: Tokenizer,
     pub template: ChatTemplate,
     /// Raw template source (None when the model has none and ChatML is used).
@@ -80,7 +81,7 @@ pub fn load(
     } else {
         &options.device
     })?;
-    let (model, tokenizer, template_source): (Box<dyn LanguageModel>, _, _) = match files {
+    let (model, tokenizer, template_source): (Arc<dyn LanguageModel>, _, _) = match files {
         ModelFiles::Gguf(path) => {
             let mut gguf = GgufFile::open(path)?;
             // Check the architecture before the tokenizer, so an unsupported model says so.
@@ -94,10 +95,10 @@ pub fn load(
             let model =
                 quantized_llama::Model::load(&mut gguf, &device, options.weight_format, progress)?;
             (
-                Box::new(GgufModel {
+                Arc::new(GgufModel {
                     model,
                     weights: dtypes,
-                }) as Box<dyn LanguageModel>,
+                }) as Arc<dyn LanguageModel>,
                 tokenizer,
                 template,
             )
@@ -107,7 +108,7 @@ pub fn load(
             let template = read_hf_template(dir)?;
             let model = llama_safetensors::Model::load(dir, &device, None)?;
             (
-                Box::new(model) as Box<dyn LanguageModel>,
+                Arc::new(model) as Arc<dyn LanguageModel>,
                 tokenizer,
                 template,
             )

@@ -2,6 +2,7 @@
 
 use std::ops::ControlFlow;
 
+use stencil_runtime::batch::BatchStats;
 use stencil_runtime::engine::{ChatEngine, Prepared};
 use stencil_runtime::tools::ToolEvent;
 use stencil_runtime::RuntimeError;
@@ -19,6 +20,14 @@ pub trait Engine: Send + Sync + 'static {
         prepared: &Prepared,
         sink: &mut dyn FnMut(ToolEvent) -> ControlFlow<()>,
     ) -> Result<ChatOutcome, RuntimeError>;
+    /// How many `run`s may go at once (a batching engine shares their forward passes).
+    fn slots(&self) -> usize {
+        1
+    }
+    /// The batch scheduler's counters, if the engine batches.
+    fn batch_stats(&self) -> Option<BatchStats> {
+        None
+    }
 }
 
 impl Engine for ChatEngine {
@@ -41,5 +50,13 @@ impl Engine for ChatEngine {
         sink: &mut dyn FnMut(ToolEvent) -> ControlFlow<()>,
     ) -> Result<ChatOutcome, RuntimeError> {
         ChatEngine::run(self, prepared, sink)
+    }
+
+    fn slots(&self) -> usize {
+        ChatEngine::max_batch(self)
+    }
+
+    fn batch_stats(&self) -> Option<BatchStats> {
+        ChatEngine::batch_stats(self)
     }
 }

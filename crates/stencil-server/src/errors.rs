@@ -27,6 +27,9 @@ pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
         RuntimeError::BudgetTooSmall { .. } => {
             ApiError::invalid("max_tokens", msg).with_code("max_tokens_too_small")
         }
+        RuntimeError::KvCacheTooSmall { .. } => {
+            ApiError::invalid("max_tokens", msg).with_code("kv_cache_too_small")
+        }
         RuntimeError::Timeout(_) => ApiError {
             status: 504,
             message: msg,

@@ -34,7 +34,7 @@ impl IntoResponse for ErrorResponse {
             self.0.to_json(),
         )
             .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
@@ -45,16 +45,30 @@ impl IntoResponse for ErrorResponse {
 pub(crate) async fn health(State(state): State<Arc<AppState>>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &state.workers.stats;
-    axum::Json(json!({
+    let mut body = json!({
         "status": "ok",
         "model": state.model_id,
+        "running": s.running.load(Relaxed),
+        "queued": s.queued.load(Relaxed),
         "generations": {
             "completed": s.completed.load(Relaxed),
             "cancelled": s.cancelled.load(Relaxed),
             "failed": s.failed.load(Relaxed),
+            "generated_tokens": s.generated_tokens.load(Relaxed),
         }
-    }))
-    .into_response()
+    });
+    if let Some(b) = state.engine.batch_stats() {
+        body["batch"] = json!({
+            "max_batch": state.slots,
+            "sequences": b.running,
+            "waiting_for_kv_cache": b.waiting,
+            "kv_cache_positions": {"reserved": b.kv_reserved, "capacity": b.kv_capacity},
+            "steps": b.steps,
+            "tokens": b.tokens,
+            "tokens_per_s": (b.tokens_per_s * 10.0).round() / 10.0,
+        });
+    }
+    axum::Json(body).into_response()
 }
 
 fn model_card(id: &str) -> ModelCard {
@@ -154,7 +168,7 @@ fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Va
 fn submit_error(e: SubmitError) -> ApiError {
     match e {
         SubmitError::QueueFull => {
-            ApiError::overloaded(503, "the server's request queue is full; retry shortly")
+            ApiError::overloaded(429, "the server's request queue is full; retry shortly")
         }
         SubmitError::Stopped => ApiError::overloaded(503, "the server is shutting down"),
     }

@@ -3,8 +3,9 @@
 //! Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
 //! `GET /v1/models/{id}`, `GET /health`. Every request first passes the `guard` module (Host, Origin,
 //! Content-Type, API key): a web page the user opens cannot drive the local server. Requests are checked by `stencil-openai` (400 naming the field), prepared on
-//! a dedicated thread (constraint compile, prompt), then queued for the one generation thread
-//! ([`worker`]); a full queue is a 503 with `Retry-After`. Streams are SSE with keep-alive
+//! a dedicated thread (constraint compile, prompt), then queued for the generation threads
+//! ([`worker`], one per engine slot; a batching engine runs them in one forward pass per
+//! step); a full queue is a 429 with `Retry-After`, a server shutting down a 503. Streams are SSE with keep-alive
 //! comments while a request waits or its prompt is processed; an error after the stream began
 //! is one `data: {"error": ...}` event, after which the stream ends without `[DONE]`. A client
 //! that disconnects cancels its generation. Every error body is the OpenAI error object, and
@@ -34,7 +35,7 @@ use worker::Workers;
 pub struct ServerConfig {
     /// With a key, every `/v1` request needs `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
-    /// Generation jobs that may wait (beyond the running one) before 503.
+    /// Generation jobs that may wait (beyond the running ones) before 429.
     pub queue: usize,
     /// Largest request body (413 beyond).
     pub max_body_bytes: usize,
@@ -70,13 +71,18 @@ pub(crate) struct AppState {
     pub config: ServerConfig,
     pub model_id: String,
     pub workers: Workers,
+    pub engine: Arc<dyn Engine>,
+    /// Generations that run at once.
+    pub slots: usize,
 }
 
 /// The router, with its worker threads started.
 pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
     let state = Arc::new(AppState {
         model_id: engine.model_id(),
-        workers: Workers::start(engine, config.queue),
+        slots: engine.slots(),
+        workers: Workers::start(engine.clone(), config.queue),
+        engine,
         config: config.clone(),
     });
     Router::new()

@@ -369,7 +369,7 @@ fn auth_body_limit_timeout_and_keepalive() {
 }
 
 #[test]
-fn disconnect_cancels_and_full_queue_is_503() {
+fn disconnect_cancels_and_full_queue_is_429() {
     let url = start(ServerConfig {
         queue: 1,
         ..ServerConfig::default()
@@ -407,7 +407,7 @@ fn disconnect_cancels_and_full_queue_is_503() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // One running and one queued fill a queue of 1: more concurrent requests get 503.
+    // One running and one queued fill a queue of 1: more concurrent requests get 429.
     let long = json!({"messages": user("Write a long story."), "max_tokens": 150}).to_string();
     let handles: Vec<_> = (0..5)
         .map(|_| {
@@ -417,7 +417,7 @@ fn disconnect_cancels_and_full_queue_is_503() {
         .collect();
     let results: Vec<(u16, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let ok = results.iter().filter(|(s, _)| *s == 200).count();
-    let busy: Vec<_> = results.iter().filter(|(s, _)| *s == 503).collect();
+    let busy: Vec<_> = results.iter().filter(|(s, _)| *s == 429).collect();
     assert!(
         ok >= 1 && !busy.is_empty() && ok + busy.len() == 5,
         "{results:?}"

@@ -2,13 +2,19 @@
 //!
 //! [`LanguageModel`] is shared, immutable weights; [`Session`] is one sequence's state (its KV
 //! cache and the tokens in it). Generation code only sees these two traits.
+//! [`LanguageModel::forward_batch`] runs one step of several sessions in one pass (the batching
+//! scheduler, [`crate::batch`], builds on it).
 
+pub mod attention;
 pub mod llama_safetensors;
+pub mod q8_0;
 pub mod quantized_llama;
+
+use std::any::Any;
 
 use candle_core::Tensor;
 
-use crate::error::Result;
+use crate::error::{CandleContext, Result, RuntimeError};
 
 /// Loaded weights, shareable across threads and requests.
 pub trait LanguageModel: Send + Sync {
@@ -18,6 +24,25 @@ pub trait LanguageModel: Send + Sync {
     fn context_length(&self) -> usize;
     /// Starts an empty sequence.
     fn new_session(&self) -> Result<Box<dyn Session + '_>>;
+    /// Bytes of KV cache one position of a session takes (0 if unknown).
+    fn kv_bytes_per_token(&self) -> usize {
+        0
+    }
+    /// Runs one step of several of this model's sessions (each `(session, new tokens)`) in one
+    /// pass and returns each one's next-token logits, exactly what `Session::forward` would
+    /// return for it alone. The default runs them one after the other.
+    fn forward_batch(&self, steps: &mut [BatchStep<'_, '_>]) -> Result<Vec<Tensor>> {
+        steps
+            .iter_mut()
+            .map(|s| s.session.forward(s.tokens))
+            .collect()
+    }
+}
+
+/// One session's part of [`LanguageModel::forward_batch`].
+pub struct BatchStep<'s, 'm> {
+    pub session: &'s mut (dyn Session + 'm),
+    pub tokens: &'s [u32],
 }
 
 /// One sequence being decoded.
@@ -28,6 +53,13 @@ pub trait Session: Send {
     fn tokens(&self) -> &[u32];
     /// Forgets every token from position `len` on (for rollback and prompt-prefix reuse).
     fn truncate(&mut self, len: usize) -> Result<()>;
+    /// Sizes the KV cache for `positions` at once (a hint; the default ignores it).
+    fn reserve(&mut self, _positions: usize) {}
+    /// The model-specific state behind the session, for the model's own
+    /// [`LanguageModel::forward_batch`] (None: the session cannot be batched).
+    fn state(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
 }
 
 /// GGUF decoder.
@@ -48,32 +80,79 @@ impl LanguageModel for GgufModel {
     }
     fn new_session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(GgufSession {
-            cache: self.model.new_cache(),
             model: &self.model,
-            tokens: Vec::new(),
+            state: GgufState {
+                cache: self.model.new_cache(),
+                tokens: Vec::new(),
+            },
         }))
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        self.model.kv_bytes_per_token()
+    }
+    fn forward_batch(&self, steps: &mut [BatchStep<'_, '_>]) -> Result<Vec<Tensor>> {
+        let mut states = Vec::with_capacity(steps.len());
+        let mut tokens = Vec::with_capacity(steps.len());
+        for s in steps.iter_mut() {
+            let state = s
+                .session
+                .state()
+                .and_then(|a| a.downcast_mut::<GgufState>())
+                .ok_or_else(|| {
+                    RuntimeError::Generation("a session of another model in the batch".into())
+                })?;
+            states.push(state);
+            tokens.push(s.tokens);
+        }
+        let mut items: Vec<quantized_llama::BatchItem<'_>> = states
+            .iter_mut()
+            .zip(&tokens)
+            .map(|(st, t)| quantized_llama::BatchItem {
+                tokens: t,
+                cache: &mut st.cache,
+            })
+            .collect();
+        let logits = self.model.forward_batch(&mut items)?;
+        drop(items);
+        let mut out = Vec::with_capacity(states.len());
+        for (i, (st, t)) in states.into_iter().zip(&tokens).enumerate() {
+            st.tokens.extend_from_slice(t);
+            out.push(logits.get(i).ctx("model forward pass")?);
+        }
+        Ok(out)
     }
 }
 
 struct GgufSession<'a> {
     model: &'a quantized_llama::Model,
+    state: GgufState,
+}
+
+/// A GGUF session's own state (what `forward_batch` reaches through [`Session::state`]).
+struct GgufState {
     cache: quantized_llama::KvCache,
     tokens: Vec<u32>,
 }
 
 impl Session for GgufSession<'_> {
     fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
-        let logits = self.model.forward(tokens, &mut self.cache)?;
-        self.tokens.extend_from_slice(tokens);
+        let logits = self.model.forward(tokens, &mut self.state.cache)?;
+        self.state.tokens.extend_from_slice(tokens);
         Ok(logits)
     }
     fn tokens(&self) -> &[u32] {
-        &self.tokens
+        &self.state.tokens
     }
     fn truncate(&mut self, len: usize) -> Result<()> {
-        self.cache.truncate(len);
-        self.tokens.truncate(len);
+        self.state.cache.truncate(len);
+        self.state.tokens.truncate(len);
         Ok(())
+    }
+    fn reserve(&mut self, positions: usize) {
+        self.state.cache.reserve(positions);
+    }
+    fn state(&mut self) -> Option<&mut dyn Any> {
+        Some(&mut self.state)
     }
 }
 

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
+use super::attention::{Attention, HostKv, Rows};
+use super::q8_0::Q8Matrix;
 use crate::error::{CandleContext, Result, RuntimeError};
 use crate::gguf::GgufFile;
 
@@ -92,8 +94,23 @@ fn needs_requant(dtype: GgmlDType) -> bool {
     matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
 }
 
+/// A weight matrix: Q8_0 on the CPU through our batched kernel, anything else through candle.
+enum MatMul {
+    Q8(Q8Matrix),
+    Candle(QMatMul),
+}
+
+impl MatMul {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            MatMul::Q8(m) => m.forward(x),
+            MatMul::Candle(m) => m.forward(x),
+        }
+    }
+}
+
 struct Linear {
-    weight: QMatMul,
+    weight: MatMul,
     bias: Option<Tensor>,
 }
 
@@ -125,9 +142,9 @@ struct Layer {
     wv: Linear,
     wo: Linear,
     ffn_norm: RmsNorm,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: MatMul,
+    up: MatMul,
+    down: MatMul,
 }
 
 /// Model weights; immutable and shareable across requests (each request owns a [`KvCache`]).
@@ -136,11 +153,13 @@ pub struct Model {
     embed: Tensor,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    output: QMatMul,
+    output: MatMul,
     cos: Tensor,
     sin: Tensor,
     device: Device,
     masks: Mutex<HashMap<(usize, usize), Tensor>>,
+    /// The batched CPU attention (on the CPU; `None` on other devices).
+    host_attention: Option<Attention>,
 }
 
 /// Loader that reads tensors by name and applies the [`WeightFormat`].
@@ -171,9 +190,16 @@ impl Loader<'_> {
         self.gguf.content.tensor_infos.contains_key(name)
     }
 
-    fn matmul(&mut self, name: &str) -> Result<QMatMul> {
+    fn matmul(&mut self, name: &str) -> Result<MatMul> {
         let t = self.qtensor(name)?;
-        QMatMul::from_arc(Arc::new(t)).ctx(format!("preparing `{name}`"))
+        if self.device.is_cpu() {
+            if let Some(m) = Q8Matrix::from_qtensor(&t).ctx(format!("unpacking `{name}`"))? {
+                return Ok(MatMul::Q8(m));
+            }
+        }
+        QMatMul::from_arc(Arc::new(t))
+            .map(MatMul::Candle)
+            .ctx(format!("preparing `{name}`"))
     }
 
     fn dense(&mut self, name: &str) -> Result<Tensor> {
@@ -246,7 +272,21 @@ impl Model {
             progress(i + 1, config.n_layer);
         }
         let (cos, sin) = rope_tables(&config, device).ctx("building RoPE tables")?;
+        let host_attention = if device.is_cpu() {
+            let table = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+            Some(Attention {
+                n_head: config.n_head,
+                n_kv_head: config.n_kv_head,
+                head_dim: config.head_dim,
+                neox: config.rope_neox,
+                cos: table(&cos).ctx("building RoPE tables")?,
+                sin: table(&sin).ctx("building RoPE tables")?,
+            })
+        } else {
+            None
+        };
         Ok(Self {
+            host_attention,
             config,
             embed,
             layers,
@@ -269,100 +309,235 @@ impl Model {
 
     /// A fresh, empty KV cache for this model.
     pub fn new_cache(&self) -> KvCache {
+        let n = self.config.n_layer;
         KvCache {
-            layers: (0..self.config.n_layer).map(|_| None).collect(),
+            layers: match &self.host_attention {
+                Some(_) => Layers::Host((0..n).map(|_| HostKv::default()).collect()),
+                None => Layers::Device((0..n).map(|_| None).collect()),
+            },
             len: 0,
+            reserve: 0,
         }
+    }
+
+    /// Bytes of KV cache one position takes (f32 keys and values, every layer).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        let c = &self.config;
+        c.n_layer * c.n_kv_head * c.head_dim * 2 * std::mem::size_of::<f32>()
     }
 
     /// Runs `tokens` after the cached prefix and returns the logits of the last position
     /// (`[vocab]`, f32). The cache grows by `tokens.len()`.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        self.forward_impl(tokens, cache).ctx("model forward pass")
+        let mut items = [BatchItem { tokens, cache }];
+        let logits = self.forward_batch(&mut items)?;
+        logits.get(0).ctx("model forward pass")
     }
 
-    fn forward_impl(&self, tokens: &[u32], cache: &mut KvCache) -> candle_core::Result<Tensor> {
-        let seq = tokens.len();
-        if seq == 0 {
-            candle_core::bail!("forward called with no tokens");
+    /// One forward pass for several sequences: each item's tokens run after its own cached
+    /// prefix, and row `i` of the result (`[items, vocab]`, f32) is the next-token logits of
+    /// item `i`. The weight matmuls see all items' rows at once (the weights are read once per
+    /// step, not once per sequence); attention reads each item's own cache. Every operation is
+    /// row-independent, so an item's logits are exactly those of the same call with that item
+    /// alone.
+    pub fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Tensor> {
+        self.forward_impl(items).ctx("model forward pass")
+    }
+
+    fn forward_impl(&self, items: &mut [BatchItem<'_>]) -> candle_core::Result<Tensor> {
+        if items.is_empty() {
+            candle_core::bail!("forward called with no sequences");
         }
-        let pos = cache.len;
-        let total = pos + seq;
-        if total > self.config.context_length {
-            candle_core::bail!(
-                "sequence of {total} tokens exceeds the context length {}",
-                self.config.context_length
-            );
+        // (first row, rows, cached positions) per item.
+        let mut spans = Vec::with_capacity(items.len());
+        let mut ids = Vec::new();
+        for item in items.iter() {
+            let (seq, pos) = (item.tokens.len(), item.cache.len);
+            if seq == 0 {
+                candle_core::bail!("forward called with no tokens");
+            }
+            if pos + seq > self.config.context_length {
+                candle_core::bail!(
+                    "sequence of {} tokens exceeds the context length {}",
+                    pos + seq,
+                    self.config.context_length
+                );
+            }
+            spans.push((ids.len(), seq, pos));
+            ids.extend_from_slice(item.tokens);
         }
-        let ids = Tensor::new(tokens, &self.device)?;
+        let single = items.len() == 1;
+        let ids = Tensor::new(ids.as_slice(), &self.device)?;
         let mut x = self.embed.index_select(&ids, 0)?.unsqueeze(0)?;
-        let cos = self.cos.narrow(0, pos, seq)?;
-        let sin = self.sin.narrow(0, pos, seq)?;
-        let mask = if seq > 1 {
-            Some(self.mask(seq, total)?)
-        } else {
-            None
-        };
-        let c = &self.config;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
-        let group = c.n_head / c.n_kv_head;
-        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+        // RoPE rows and causal masks per item, for the device attention.
+        let mut rope = Vec::with_capacity(spans.len());
+        for &(_, seq, pos) in spans.iter().filter(|_| self.host_attention.is_none()) {
+            let mask = if seq > 1 {
+                Some(self.mask(seq, pos + seq)?)
+            } else {
+                None
+            };
+            rope.push((
+                self.cos.narrow(0, pos, seq)?,
+                self.sin.narrow(0, pos, seq)?,
+                mask,
+            ));
+        }
+        for (l, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
             let q = layer.wq.forward(&h)?;
             let k = layer.wk.forward(&h)?;
             let v = layer.wv.forward(&h)?;
-            let q = q
-                .reshape((1, seq, c.n_head, c.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let k = k
-                .reshape((1, seq, c.n_kv_head, c.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let v = v
-                .reshape((1, seq, c.n_kv_head, c.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let (q, k) = if c.rope_neox {
-                (
-                    candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
-                    candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
-                )
-            } else {
-                (
-                    candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
-                    candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
-                )
+            let y = match &self.host_attention {
+                Some(att) => self.host_attention_step(att, l, (&q, &k, &v), items, &spans)?,
+                None => self.device_attention_step(l, (&q, &k, &v), items, &spans, &rope)?,
             };
-            let (k_all, v_all) = append_kv(slot, &k, &v, pos, self.config.context_length)?;
-            // Grouped-query attention without copying K/V: the `group` query heads that share a
-            // KV head are stacked as extra rows against that head.
-            // Scale the (small) queries rather than the (context-sized) scores.
-            let q = (q.reshape((1, c.n_kv_head, group * seq, c.head_dim))? * scale)?;
-            let att = q.matmul(&k_all.t()?)?;
-            let att = match &mask {
-                Some(m) => att.broadcast_add(m)?,
-                None => att,
-            };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att.matmul(&v_all)?; // [1, n_kv, group*seq, hd]
-            let y = y
-                .reshape((1, c.n_head, seq, c.head_dim))?
-                .transpose(1, 2)?
-                .reshape((1, seq, c.n_head * c.head_dim))?;
             x = (x + layer.wo.forward(&y)?)?;
             let h = layer.ffn_norm.forward(&x)?;
             let gate = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
             let up = layer.up.forward(&h)?;
             x = (x + layer.down.forward(&(gate * up)?)?)?;
         }
-        cache.len = total;
-        let last = x.narrow(1, seq - 1, 1)?;
+        for (item, &(_, seq, pos)) in items.iter_mut().zip(&spans) {
+            item.cache.len = pos + seq;
+        }
+        let last = if single {
+            let seq = spans[0].1;
+            x.narrow(1, seq - 1, 1)?
+        } else {
+            let rows: Vec<Tensor> = spans
+                .iter()
+                .map(|&(first, seq, _)| x.narrow(1, first + seq - 1, 1))
+                .collect::<candle_core::Result<_>>()?;
+            Tensor::cat(&rows, 1)?
+        };
         let last = self.norm.forward(&last)?;
-        self.output
-            .forward(&last)?
-            .flatten_all()?
-            .to_dtype(DType::F32)
+        self.output.forward(&last)?.squeeze(0)?.to_dtype(DType::F32)
+    }
+
+    /// Attention of every item's new rows in one call ([`Attention::attend`]).
+    fn host_attention_step(
+        &self,
+        att: &Attention,
+        l: usize,
+        (q, k, v): (&Tensor, &Tensor, &Tensor),
+        items: &mut [BatchItem<'_>],
+        spans: &[(usize, usize, usize)],
+    ) -> candle_core::Result<Tensor> {
+        let rows = q.dim(1)?;
+        let mut qv = q.flatten_all()?.to_vec1::<f32>()?;
+        let mut kv = k.flatten_all()?.to_vec1::<f32>()?;
+        let vv = v.flatten_all()?.to_vec1::<f32>()?;
+        let mut seqs = Vec::with_capacity(items.len());
+        for (item, &(first, seq, pos)) in items.iter_mut().zip(spans) {
+            let reserve = item.cache.reserve;
+            let Layers::Host(layers) = &mut item.cache.layers else {
+                candle_core::bail!("a device KV cache given to the CPU attention");
+            };
+            seqs.push(Rows {
+                cache: &mut layers[l],
+                pos,
+                first,
+                rows: seq,
+                reserve,
+            });
+        }
+        let y = att.attend(&mut qv, &mut kv, &vv, &mut seqs);
+        Tensor::from_vec(
+            y,
+            (1, rows, self.config.n_head * self.config.head_dim),
+            &self.device,
+        )
+    }
+
+    /// Attention with candle ops, one item at a time (devices other than the CPU).
+    fn device_attention_step(
+        &self,
+        l: usize,
+        (q, k, v): (&Tensor, &Tensor, &Tensor),
+        items: &mut [BatchItem<'_>],
+        spans: &[(usize, usize, usize)],
+        rope: &[(Tensor, Tensor, Option<Tensor>)],
+    ) -> candle_core::Result<Tensor> {
+        let single = items.len() == 1;
+        let mut ys = Vec::with_capacity(spans.len());
+        for (i, &(first, seq, pos)) in spans.iter().enumerate() {
+            let rows = |t: &Tensor| {
+                if single {
+                    Ok(t.clone())
+                } else {
+                    t.narrow(1, first, seq)
+                }
+            };
+            let cache = &mut *items[i].cache;
+            let Layers::Device(layers) = &mut cache.layers else {
+                candle_core::bail!("a host KV cache given to the device attention");
+            };
+            ys.push(self.attention(
+                (&rows(&q)?, &rows(&k)?, &rows(&v)?),
+                &rope[i],
+                &mut layers[l],
+                (pos, cache.reserve),
+            )?);
+        }
+        if single {
+            Ok(ys.pop().expect("one item"))
+        } else {
+            Tensor::cat(&ys, 1)
+        }
+    }
+
+    /// Self-attention of one sequence's new rows (`q`, `k`, `v`: `[1, seq, heads * head_dim]`)
+    /// against its cache, which grows by `seq` rows; returns `[1, seq, n_head * head_dim]`.
+    fn attention(
+        &self,
+        (q, k, v): (&Tensor, &Tensor, &Tensor),
+        (cos, sin, mask): &(Tensor, Tensor, Option<Tensor>),
+        slot: &mut Option<(Tensor, Tensor)>,
+        (pos, reserve): (usize, usize),
+    ) -> candle_core::Result<Tensor> {
+        let c = &self.config;
+        let seq = q.dim(1)?;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let group = c.n_head / c.n_kv_head;
+        let q = q
+            .reshape((1, seq, c.n_head, c.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let k = k
+            .reshape((1, seq, c.n_kv_head, c.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let v = v
+            .reshape((1, seq, c.n_kv_head, c.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let (q, k) = if c.rope_neox {
+            (
+                candle_nn::rotary_emb::rope(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope(&k, cos, sin)?,
+            )
+        } else {
+            (
+                candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
+            )
+        };
+        let (k_all, v_all) = append_kv(slot, &k, &v, (pos, reserve), c.context_length)?;
+        // Grouped-query attention without copying K/V: the `group` query heads that share a
+        // KV head are stacked as extra rows against that head.
+        // Scale the (small) queries rather than the (context-sized) scores.
+        let q = (q.reshape((1, c.n_kv_head, group * seq, c.head_dim))? * scale)?;
+        let att = q.matmul(&k_all.t()?)?;
+        let att = match mask {
+            Some(m) => att.broadcast_add(m)?,
+            None => att,
+        };
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let y = att.matmul(&v_all)?; // [1, n_kv, group*seq, hd]
+        y.reshape((1, c.n_head, seq, c.head_dim))?
+            .transpose(1, 2)?
+            .reshape((1, seq, c.n_head * c.head_dim))
     }
 
     /// Additive causal mask for `seq` new rows against `total` keys, tiled for the GQA row
@@ -403,13 +578,27 @@ fn rope_tables(c: &Config, device: &Device) -> candle_core::Result<(Tensor, Tens
     Ok((freqs.cos()?, freqs.sin()?))
 }
 
+/// Per-layer caches: host memory on the CPU (read by [`Attention`]), tensors elsewhere.
+enum Layers {
+    Host(Vec<HostKv>),
+    Device(Vec<Option<(Tensor, Tensor)>>),
+}
+
+/// One sequence's part of [`Model::forward_batch`]: its new tokens and its cache.
+pub struct BatchItem<'a> {
+    pub tokens: &'a [u32],
+    pub cache: &'a mut KvCache,
+}
+
 /// Per-layer preallocated K/V buffers of shape `[1, n_kv, capacity, head_dim]`.
 ///
 /// Deliberately not `Clone`: buffers are written in place, so a shallow copy would alias.
 /// Roll back with [`KvCache::truncate`].
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Layers,
     len: usize,
+    /// Most positions to allocate (0: up to the context length).
+    reserve: usize,
 }
 
 impl KvCache {
@@ -427,24 +616,33 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
+    /// Caps the cache's geometric growth at `positions` (a scheduler that reserved
+    /// `prompt + max_tokens` positions for a sequence never has it allocate more).
+    pub fn reserve(&mut self, positions: usize) {
+        self.reserve = positions;
+    }
+
     pub fn clear(&mut self) {
         self.len = 0;
     }
 }
 
-/// Writes `k`/`v` at `pos`, growing the buffer geometrically, and returns views of `0..pos+seq`.
+/// Writes `k`/`v` at `pos`, growing the buffer geometrically (up to `reserve` positions when
+/// set), and returns views of `0..pos+seq`.
 fn append_kv(
     slot: &mut Option<(Tensor, Tensor)>,
     k: &Tensor,
     v: &Tensor,
-    pos: usize,
+    (pos, reserve): (usize, usize),
     max: usize,
 ) -> candle_core::Result<(Tensor, Tensor)> {
     let (_, n_kv, seq, hd) = k.dims4()?;
     let need = pos + seq;
     let cap = slot.as_ref().map_or(0, |(kc, _)| kc.dim(2).unwrap_or(0));
     if need > cap {
-        let new_cap = need.max(cap * 2).max(256).min(max.max(need));
+        // Geometric growth, within the reservation when there is one.
+        let limit = if reserve > 0 { reserve.min(max) } else { max };
+        let new_cap = need.max(cap * 2).max(256).min(limit.max(need));
         let kn = Tensor::zeros((1, n_kv, new_cap, hd), k.dtype(), k.device())?;
         let vn = Tensor::zeros((1, n_kv, new_cap, hd), v.dtype(), v.device())?;
         if let Some((kc, vc)) = slot.as_ref() {
