@@ -73,6 +73,8 @@ struct BenchCommand {
 enum BenchSub {
     /// Constraint compile and mask times and correctness on MaskBench files.
     Maskbench(maskbench::MaskBenchArgs),
+    /// Masks per second on one compiled constraint: one thread vs several at once.
+    Masks(maskbench::MasksArgs),
     /// Decode cost of a constraint: constrained vs unconstrained ms/token, fast-forward.
     Overhead(bench::OverheadArgs),
     /// Concurrent streaming clients against a running server: requests/s and latency.
@@ -188,6 +190,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sub: Some(BenchSub::Maskbench(args)),
             ..
         }) => maskbench::run(args),
+        Command::Bench(BenchCommand {
+            sub: Some(BenchSub::Masks(args)),
+            ..
+        }) => maskbench::masks(args),
         Command::Bench(BenchCommand {
             sub: Some(BenchSub::Overhead(args)),
             ..

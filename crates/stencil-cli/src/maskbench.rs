@@ -272,8 +272,113 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         "tests": {"valid": sum(|r| r.valid), "valid_accepted": sum(|r| r.valid_accepted),
                   "invalid": sum(|r| r.invalid), "invalid_rejected": sum(|r| r.invalid_rejected)},
         "compile_us": summary(compile_us, false),
+        "masks_per_s": (mask_us.len() as f64 / start.elapsed().as_secs_f64()).round(),
         "mask_us": summary(mask_us, true),
         "wall_s": r3(start.elapsed().as_secs_f64()),
+    });
+    println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct MasksArgs {
+    /// tokenizer.json or GGUF file.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// MaskBench file(s) or folder(s): each schema is compiled once, its valid instances are
+    /// replayed on every thread.
+    #[arg(long, required = true)]
+    pub data: Vec<PathBuf>,
+    /// Only the first N files (sorted) of each --data folder.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Threads for the parallel run (compared with one thread).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Replays of all instances per thread and schema.
+    #[arg(long, default_value_t = 10)]
+    pub rounds: usize,
+}
+
+/// `stencil bench masks`: masks per second on ONE compiled constraint per schema, computed by
+/// one thread and then by `--threads` threads at once (each with its own matchers), after a
+/// warm-up round on each. Prints one JSON line.
+pub fn masks(args: MasksArgs) -> Result<()> {
+    let mut files = Vec::new();
+    for dir in &args.data {
+        let mut fs = if dir.is_file() {
+            vec![dir.clone()]
+        } else {
+            json_files(dir, true)?
+        };
+        fs.truncate(args.limit.unwrap_or(usize::MAX));
+        files.extend(fs);
+    }
+    let engine = Engine::load(args.tokenizer.as_deref())?;
+    let options = Options::default();
+    let threads = args.threads.max(1);
+    let (mut schemas, mut one, mut many) = (0usize, (0u64, 0f64), (0u64, 0f64));
+    for path in &files {
+        let file: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+        let mut instances = Vec::new();
+        for t in file["tests"].as_array().into_iter().flatten() {
+            if t["valid"].as_bool() == Some(true) {
+                instances.push(engine.tokenize(&t["data"])?);
+            }
+        }
+        let Ok(constraint) = engine.compile(&file["schema"], &options) else {
+            continue;
+        };
+        if instances.is_empty() {
+            continue;
+        }
+        // Masks of `rounds` replays of every instance, on one thread.
+        let replay_all = |rounds: usize| -> u64 {
+            let mut mask = TokenSet::new(engine.trie.vocab_size());
+            let mut n = 0u64;
+            for _ in 0..rounds {
+                for tokens in &instances {
+                    let Ok(mut m) = constraint.matcher() else {
+                        return n;
+                    };
+                    for &t in tokens {
+                        if m.compute_mask(&mut mask).is_err() || m.commit(t).is_err() {
+                            break;
+                        }
+                        n += 1;
+                    }
+                }
+            }
+            n
+        };
+        // Warm up as many caches as threads will use.
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| replay_all(1));
+            }
+        });
+        let t = Instant::now();
+        let n = replay_all(args.rounds);
+        one.0 += n;
+        one.1 += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let n: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| s.spawn(|| replay_all(args.rounds)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        many.0 += n;
+        many.1 += t.elapsed().as_secs_f64();
+        schemas += 1;
+    }
+    let rate = |(n, s): (u64, f64)| if s > 0.0 { n as f64 / s } else { 0.0 };
+    let out = json!({
+        "schemas": schemas,
+        "threads": threads,
+        "masks_per_s_1_thread": rate(one).round(),
+        "masks_per_s": rate(many).round(),
+        "speedup": (rate(many) / rate(one).max(1e-9) * 100.0).round() / 100.0,
     });
     println!("{}", serde_json::to_string(&out)?);
     Ok(())

@@ -140,8 +140,9 @@ impl Matcher {
         if self.is_finished() {
             return Ok(Some(0));
         }
-        let constraint = self.constraint().clone();
-        let mut guard = constraint.lock();
+        let lease = self.lease().clone();
+        let constraint = &lease.constraint;
+        let mut guard = lease.lock()?;
         let inner: &mut Inner = &mut guard;
         inner.dfa.refuel(constraint.limits.max_work_per_step);
         let mut best = NEVER;
@@ -165,7 +166,8 @@ impl Matcher {
             return Ok(false);
         }
         let room = (left - 1).min(NEVER as usize - 1) as u32;
-        let trie = self.constraint().trie.clone();
+        let lease = self.lease().clone();
+        let trie = &lease.constraint.trie;
         Ok(Judge::default()
             .fits(inner, &trie, &self.arena, next, room)?
             .0)

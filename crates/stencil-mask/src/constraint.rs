@@ -6,7 +6,9 @@ use crate::dfa::{LazyDfa, DEAD};
 use crate::nfa::Nfa;
 use crate::trie::{Trie, FULL, MAX_EXACT_DEPTH, PLAIN_LEVELS};
 use crate::{BuildError, MaskError, Matcher, TokenSet, TokenTrie};
-use std::sync::{Arc, Mutex};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use stencil_grammar::Grammar;
 
 /// Limits that turn pathological constraints into errors instead of hangs or OOMs; apart
@@ -55,6 +57,7 @@ pub(crate) struct LocalMask {
     pub trie: usize,
 }
 
+/// One cache: the automaton built lazily from the compiled one, and its per-state masks.
 pub(crate) struct Inner {
     pub dfa: LazyDfa,
     /// Shortest completions of DFA states (for token budgets).
@@ -74,13 +77,24 @@ pub(crate) struct Inner {
     pub cached: usize,
 }
 
-/// A grammar compiled for one vocabulary: the lazily built automaton and its mask caches.
-/// Build once per (constraint, tokenizer) and share behind an `Arc`; [`Constraint::matcher`]
-/// gives a cheap per-request [`Matcher`].
+/// A grammar compiled for one vocabulary. Build once per (constraint, tokenizer) and share
+/// behind an `Arc`; [`Constraint::matcher`] gives a cheap per-request [`Matcher`].
+///
+/// The compiled object is immutable; what grows while masks are computed (the lazily built
+/// automaton and its per-state masks) lives in caches, the way regex-automata pairs a lazy DFA
+/// with caller-owned caches. A matcher leases one cache from the constraint's pool for its whole
+/// life (its states are numbered in that cache) and gives it back, warm, when it and its clones
+/// are dropped; a new cache starts from a copy of the compiled automaton. So matchers of one
+/// constraint on different threads never wait for each other, and the masks of many sequences
+/// are computed in parallel.
 pub struct Constraint {
     pub(crate) trie: Arc<TokenTrie>,
-    pub(crate) inner: Mutex<Inner>,
     pub(crate) limits: Limits,
+    /// The automaton as compiled, before any step: each new cache starts from a copy.
+    template: Nfa,
+    /// Caches no matcher holds, ready for the next one, with the thread that last used each
+    /// (a thread gets its own back when it can: that one is warm in its core's caches).
+    idle: Mutex<Vec<(ThreadId, Box<Inner>)>>,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -107,24 +121,15 @@ impl Constraint {
             grammar.rules.len(),
             nfa.num_nodes()
         );
-        let mut dfa = LazyDfa::new(nfa, limits.max_dfa_states);
-        dfa.set_max_token_len(trie.max_token_len());
-        let c = Arc::new(Self {
+        let c = Self {
             trie,
-            inner: Mutex::new(Inner {
-                dfa,
-                completions: Completions::default(),
-                budget: BudgetCache::default(),
-                depth: Vec::new(),
-                exact: Vec::new(),
-                ctl_dead: Vec::new(),
-                moves: Vec::new(),
-                local: Vec::new(),
-                cached: 0,
-            }),
             limits,
-        });
-        Ok(c)
+            template: nfa,
+            idle: Mutex::new(Vec::new()),
+        };
+        let first = c.new_cache();
+        c.lock_idle().push((std::thread::current().id(), first));
+        Ok(Arc::new(c))
     }
 
     /// A matcher at the start of the output.
@@ -136,13 +141,103 @@ impl Constraint {
         &self.trie
     }
 
-    /// Number of DFA states built so far (a measure of how much of the automaton was explored).
+    /// DFA states built so far by the most explored cache (a measure of how much of the
+    /// automaton was explored); caches held by matchers are not counted.
     pub fn dfa_states(&self) -> usize {
-        self.lock().dfa.num_states()
+        self.lock_idle()
+            .iter()
+            .map(|(_, c)| c.dfa.num_states())
+            .max()
+            .unwrap_or(0)
     }
 
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Caches this constraint keeps (idle ones; each matcher alive holds one more).
+    pub fn idle_caches(&self) -> usize {
+        self.lock_idle().len()
+    }
+
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<(ThreadId, Box<Inner>)>> {
+        // Only whole caches are pushed and popped under this lock: it cannot be left half
+        // updated, so a poisoned lock is safe to use.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_cache(&self) -> Box<Inner> {
+        let mut dfa = LazyDfa::new(self.template.clone(), self.limits.max_dfa_states);
+        dfa.set_max_token_len(self.trie.max_token_len());
+        Box::new(Inner {
+            dfa,
+            completions: Completions::default(),
+            budget: BudgetCache::default(),
+            depth: Vec::new(),
+            exact: Vec::new(),
+            ctl_dead: Vec::new(),
+            moves: Vec::new(),
+            local: Vec::new(),
+            cached: 0,
+        })
+    }
+
+    /// Takes an idle cache (or a new one) for a matcher.
+    pub(crate) fn lease(self: &Arc<Self>) -> Arc<Lease> {
+        let me = std::thread::current().id();
+        let cache = {
+            let mut idle = self.lock_idle();
+            let mine = idle.iter().rposition(|(t, _)| *t == me);
+            match mine {
+                Some(i) => Some(idle.swap_remove(i).1),
+                None => idle.pop().map(|(_, c)| c),
+            }
+        };
+        let cache = cache.unwrap_or_else(|| self.new_cache());
+        Arc::new(Lease {
+            constraint: self.clone(),
+            cache: Mutex::new(Some(cache)),
+        })
+    }
+}
+
+/// One cache, held by a matcher and its clones; back to the pool when the last one drops.
+pub(crate) struct Lease {
+    pub(crate) constraint: Arc<Constraint>,
+    cache: Mutex<Option<Box<Inner>>>,
+}
+
+impl Lease {
+    /// The cache, or [`MaskError::Poisoned`] when a step panicked while holding it.
+    pub(crate) fn lock(&self) -> Result<CacheGuard<'_>, MaskError> {
+        match self.cache.lock() {
+            Ok(g) if g.is_some() => Ok(CacheGuard(g)),
+            _ => Err(MaskError::Poisoned),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // A poisoned cache may be half updated: it is dropped, not given back.
+        if let Ok(slot) = self.cache.get_mut() {
+            if let Some(cache) = slot.take() {
+                let me = std::thread::current().id();
+                self.constraint.lock_idle().push((me, cache));
+            }
+        }
+    }
+}
+
+/// Exclusive access to a leased cache.
+pub(crate) struct CacheGuard<'a>(MutexGuard<'a, Option<Box<Inner>>>);
+
+impl Deref for CacheGuard<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        self.0.as_deref().expect("checked in Lease::lock")
+    }
+}
+
+impl DerefMut for CacheGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        self.0.as_deref_mut().expect("checked in Lease::lock")
     }
 }
 

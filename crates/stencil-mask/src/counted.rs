@@ -20,6 +20,7 @@ pub(crate) const UNBOUNDED: u32 = u32::MAX;
 /// Most steps spent looking for the period of a completion-length table.
 const MAX_LENGTH_STEPS: usize = 100_000;
 
+#[derive(Clone)]
 pub(crate) struct Counted {
     pattern: Arc<Machine>,
     chars: Arc<Machine>,
@@ -44,6 +45,7 @@ pub(crate) struct Counted {
 }
 
 /// For each pattern state, the numbers of characters of its accepted completions.
+#[derive(Clone)]
 struct Lengths {
     /// Per pattern state: sorted, disjoint intervals of lengths `k < known` that complete it.
     intervals: Vec<Vec<(u32, u32)>>,

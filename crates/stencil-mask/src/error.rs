@@ -54,4 +54,8 @@ pub enum MaskError {
     RollbackTooFar { requested: usize, available: usize },
     #[error("token id {token} is outside the vocabulary of {vocab} tokens")]
     UnknownToken { token: u32, vocab: usize },
+    /// A thread panicked while it held this matcher's cache: the cache may be half updated,
+    /// so the matcher (and its clones) refuse to go on. Other matchers are unaffected.
+    #[error("a previous step of this matcher panicked; start a new matcher")]
+    Poisoned,
 }

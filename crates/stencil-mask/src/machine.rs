@@ -25,7 +25,7 @@ pub(crate) struct Machine {
 
 /// Per state of a [`Machine`]: bytes to the nearest accepting state (`u32::MAX`: none) and
 /// the first byte of such a shortest path.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Distances {
     dist: Vec<u32>,
     byte: Vec<u8>,

@@ -1,7 +1,7 @@
 //! [`Matcher`]: the per-request parse state and the mask computation.
 
 use crate::budget::Budget;
-use crate::constraint::{Constraint, Inner, Limits};
+use crate::constraint::{Constraint, Inner, Lease, Limits};
 use crate::dfa::{LazyDfa, DEAD};
 use crate::trie::Trie;
 use crate::{MaskError, TokenSet};
@@ -22,6 +22,8 @@ pub(crate) type Configs = SmallVec<[Config; 2]>;
 #[derive(Clone)]
 pub struct Matcher {
     constraint: Arc<Constraint>,
+    /// The constraint's cache this matcher (and its clones) steps in.
+    lease: Arc<Lease>,
     pub(crate) configs: Configs,
     /// Stack nodes: (state to resume in, parent node).
     pub(crate) arena: Vec<(u32, u32)>,
@@ -190,8 +192,9 @@ impl Stepper<'_> {
 
 impl Matcher {
     pub(crate) fn new(constraint: Arc<Constraint>) -> Result<Self, MaskError> {
+        let lease = constraint.lease();
         let start = {
-            let mut inner = constraint.lock();
+            let mut inner = lease.lock()?;
             inner.dfa.refuel(constraint.limits.max_work_per_step);
             let r = inner.dfa.start_rule();
             inner.dfa.rule_start(r)?
@@ -200,6 +203,7 @@ impl Matcher {
         configs.push((start, NONE));
         Ok(Self {
             constraint,
+            lease,
             configs,
             arena: Vec::new(),
             history: Vec::new(),
@@ -211,6 +215,10 @@ impl Matcher {
 
     pub fn constraint(&self) -> &Arc<Constraint> {
         &self.constraint
+    }
+
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
     }
 
     /// Number of tokens committed.
@@ -226,9 +234,10 @@ impl Matcher {
     /// Fills `mask` with the tokens allowed next (end-of-sequence ids iff the output is
     /// complete). `mask` must have the vocabulary's size.
     pub fn compute_mask(&mut self, mask: &mut TokenSet) -> Result<(), MaskError> {
-        let constraint = self.constraint.clone();
+        let lease = self.lease.clone();
+        let constraint = &lease.constraint;
         let trie = &constraint.trie;
-        let mut guard = constraint.lock();
+        let mut guard = lease.lock()?;
         let inner: &mut Inner = &mut guard;
         inner.dfa.refuel(constraint.limits.max_work_per_step);
         if self.finished {
@@ -332,7 +341,9 @@ impl Matcher {
         if self.finished {
             return true;
         }
-        let mut guard = self.constraint.lock();
+        let Ok(mut guard) = self.lease.lock() else {
+            return false;
+        };
         let inner: &mut Inner = &mut guard;
         let mut arena = self.arena.clone();
         let st = Stepper {
@@ -345,7 +356,8 @@ impl Matcher {
 
     /// Advances over `token`. A token the constraint forbids is an error and changes nothing.
     pub fn commit(&mut self, token: u32) -> Result<(), MaskError> {
-        let trie = self.constraint.trie.clone();
+        let lease = self.lease.clone();
+        let trie = &lease.constraint.trie;
         if token as usize >= trie.vocab_size() {
             return Err(MaskError::UnknownToken {
                 token,
@@ -372,8 +384,8 @@ impl Matcher {
             return Err(MaskError::TokenNotAllowed { token });
         }
         if self.budget.is_some() {
-            let constraint = self.constraint.clone();
-            let mut guard = constraint.lock();
+            let lease = self.lease.clone();
+            let mut guard = lease.lock()?;
             if !self.budget_allows(&mut guard, &next)? {
                 return Err(MaskError::OverBudget {
                     token,
@@ -389,8 +401,9 @@ impl Matcher {
     /// The configurations after `bytes` (empty if the bytes are not allowed). Stack nodes
     /// created on the way stay in the arena (a refused token leaves harmless garbage).
     fn advance(&mut self, bytes: &[u8]) -> Result<Configs, MaskError> {
-        let constraint = self.constraint.clone();
-        let mut guard = constraint.lock();
+        let lease = self.lease.clone();
+        let constraint = &lease.constraint;
+        let mut guard = lease.lock()?;
         let inner: &mut Inner = &mut guard;
         inner.dfa.refuel(constraint.limits.max_work_per_step);
         let mut st = Stepper {
@@ -425,16 +438,17 @@ impl Matcher {
             return Ok(bytes.is_empty());
         }
         let len = self.arena.len();
-        let result = self.advance(bytes).map(|next| {
-            let constraint = self.constraint.clone();
-            let mut guard = constraint.lock();
+        let result = self.advance(bytes).and_then(|next| {
+            let lease = self.lease.clone();
+            let constraint = &lease.constraint;
+            let mut guard = lease.lock()?;
             let inner: &mut Inner = &mut guard;
             let st = Stepper {
                 dfa: &mut inner.dfa,
                 arena: &mut self.arena,
                 limits: &constraint.limits,
             };
-            next.iter().any(|&c| st.can_finish(c))
+            Ok(next.iter().any(|&c| st.can_finish(c)))
         });
         self.arena.truncate(len);
         result
@@ -497,8 +511,9 @@ impl Matcher {
     /// The bytes that must come next whatever is sampled: the longest run where exactly one
     /// byte is allowed and the output cannot end. Nothing is committed.
     pub fn forced_bytes(&mut self) -> Result<Vec<u8>, MaskError> {
-        let constraint = self.constraint.clone();
-        let mut guard = constraint.lock();
+        let lease = self.lease.clone();
+        let constraint = &lease.constraint;
+        let mut guard = lease.lock()?;
         let inner: &mut Inner = &mut guard;
         inner.dfa.refuel(constraint.limits.max_work_per_step);
         let arena_len = self.arena.len();

@@ -131,6 +131,7 @@ enum MachineDef {
 }
 
 /// A machine once built: an explicit DFA, or a lazily stepped length-bounded language.
+#[derive(Clone)]
 enum Built {
     Explicit(Arc<Machine>),
     Counted(Box<Counted>),
@@ -142,6 +143,7 @@ enum Work {
     Resume(ContId),
 }
 
+#[derive(Clone)]
 pub(crate) struct Nfa {
     nodes: Vec<Node>,
     kids: Vec<NodeId>,
