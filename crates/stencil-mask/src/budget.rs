@@ -169,7 +169,7 @@ impl Matcher {
         let lease = self.lease().clone();
         let trie = &lease.constraint.trie;
         Ok(Judge::default()
-            .fits(inner, &trie, &self.arena, next, room)?
+            .fits(inner, trie, &self.arena, next, room)?
             .0)
     }
 

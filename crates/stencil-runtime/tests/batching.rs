@@ -117,6 +117,31 @@ fn batched_sequences_produce_exactly_what_they_produce_alone() {
         "{sequences} sequence-steps in {steps} steps: the sequences were hardly batched"
     );
     assert_eq!((after.running, after.kv_reserved), (0, 0));
+    // The chat template's shared start was copied from the prefix cache, not recomputed, and
+    // changed nothing.
+    assert!(after.prefix_hits > before.prefix_hits, "{after:?}");
+}
+
+#[test]
+fn a_prompt_prefix_copied_from_the_cache_changes_nothing() {
+    // Without a prefix cache, then with one: the same outputs; the second engine reuses.
+    let loaded = loaded();
+    let mut config = BatchConfig::new(loaded.model.as_ref(), 4, 1 << 30);
+    config.prefix_cache_tokens = 0;
+    let plain = ChatEngine::new(loaded).with_batching(config).unwrap();
+    let cached = shared_engine();
+    let mut long = request("Summarize the following text in one sentence.", 16, 0.0, 0);
+    long.messages.insert(
+        0,
+        ChatMessage::system(&"You are a careful assistant. ".repeat(20)),
+    );
+    let mut other = long.clone();
+    other.messages[1] = ChatMessage::user("List two fruits.");
+    for r in [&long, &other, &long] {
+        assert_eq!(run(&plain, r), run(cached, r));
+    }
+    assert_eq!(plain.batch_stats().unwrap().prefix_hits, 0);
+    assert!(cached.batch_stats().unwrap().prefix_tokens >= 100);
 }
 
 #[test]

@@ -64,7 +64,9 @@ pub(crate) async fn health(State(state): State<Arc<AppState>>) -> Response {
             "waiting_for_kv_cache": b.waiting,
             "kv_cache_positions": {"reserved": b.kv_reserved, "capacity": b.kv_capacity},
             "steps": b.steps,
+            "mean_batch": if b.steps > 0 { ((b.sequence_steps as f64 / b.steps as f64) * 100.0).round() / 100.0 } else { 0.0 },
             "tokens": b.tokens,
+            "prefix_cache": {"hits": b.prefix_hits, "tokens": b.prefix_tokens},
             "tokens_per_s": (b.tokens_per_s * 10.0).round() / 10.0,
         });
     }

@@ -40,6 +40,16 @@ pub struct Rows<'a> {
     pub reserve: usize,
 }
 
+impl HostKv {
+    /// A copy of the first `positions` positions (`width` floats each).
+    pub fn prefix(&self, positions: usize, width: usize) -> Self {
+        Self {
+            k: self.k[..positions * width].to_vec(),
+            v: self.v[..positions * width].to_vec(),
+        }
+    }
+}
+
 thread_local! {
     static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }

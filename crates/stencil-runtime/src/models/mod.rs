@@ -28,6 +28,12 @@ pub trait LanguageModel: Send + Sync {
     fn kv_bytes_per_token(&self) -> usize {
         0
     }
+    /// A new session holding the first `len` tokens of `from` (one of this model's sessions),
+    /// copied rather than recomputed and exactly what recomputing them would give; `None`
+    /// where the model cannot guarantee that (the scheduler's prompt-prefix cache uses it).
+    fn fork_session(&self, _from: &dyn Session, _len: usize) -> Option<Box<dyn Session + '_>> {
+        None
+    }
     /// Runs one step of several of this model's sessions (each `(session, new tokens)`) in one
     /// pass and returns each one's next-token logits, exactly what `Session::forward` would
     /// return for it alone. The default runs them one after the other.
@@ -60,6 +66,10 @@ pub trait Session: Send {
     fn state(&mut self) -> Option<&mut dyn Any> {
         None
     }
+    /// [`Session::state`], read-only (for [`LanguageModel::fork_session`]).
+    fn state_ref(&self) -> Option<&dyn Any> {
+        None
+    }
 }
 
 /// GGUF decoder.
@@ -89,6 +99,17 @@ impl LanguageModel for GgufModel {
     }
     fn kv_bytes_per_token(&self) -> usize {
         self.model.kv_bytes_per_token()
+    }
+    fn fork_session(&self, from: &dyn Session, len: usize) -> Option<Box<dyn Session + '_>> {
+        let state = from.state_ref()?.downcast_ref::<GgufState>()?;
+        let cache = quantized_llama::KvCache::prefix_of(&state.cache, len, self.model.kv_width())?;
+        Some(Box::new(GgufSession {
+            model: &self.model,
+            state: GgufState {
+                cache,
+                tokens: state.tokens[..len].to_vec(),
+            },
+        }))
     }
     fn forward_batch(&self, steps: &mut [BatchStep<'_, '_>]) -> Result<Vec<Tensor>> {
         let mut states = Vec::with_capacity(steps.len());
@@ -150,6 +171,9 @@ impl Session for GgufSession<'_> {
     }
     fn reserve(&mut self, positions: usize) {
         self.state.cache.reserve(positions);
+    }
+    fn state_ref(&self) -> Option<&dyn Any> {
+        Some(&self.state)
     }
     fn state(&mut self) -> Option<&mut dyn Any> {
         Some(&mut self.state)

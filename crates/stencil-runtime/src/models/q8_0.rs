@@ -378,14 +378,10 @@ mod tests {
         let act = Activations::quantize(&x, 2, 96);
         let xt = Tensor::from_vec(x, (2, 96), &Device::Cpu).unwrap();
         let b = theirs.forward(&xt).unwrap().to_vec2::<f32>().unwrap();
-        for r in 0..2 {
-            for c in 0..8 {
+        for (r, row) in b.iter().enumerate() {
+            for (c, &want) in row.iter().enumerate() {
                 let s = dot_scalar(&ours.column(c), act.row(r));
-                assert!(
-                    (s - b[r][c]).abs() <= 1e-4 * b[r][c].abs().max(1.0),
-                    "{s} vs {}",
-                    b[r][c]
-                );
+                assert!((s - want).abs() <= 1e-4 * want.abs().max(1.0), "{s} vs {want}");
             }
         }
     }

@@ -320,6 +320,11 @@ impl Model {
         }
     }
 
+    /// Floats of one layer's keys (or values) per position.
+    pub fn kv_width(&self) -> usize {
+        self.config.n_kv_head * self.config.head_dim
+    }
+
     /// Bytes of KV cache one position takes (f32 keys and values, every layer).
     pub fn kv_bytes_per_token(&self) -> usize {
         let c = &self.config;
@@ -474,7 +479,7 @@ impl Model {
                 candle_core::bail!("a host KV cache given to the device attention");
             };
             ys.push(self.attention(
-                (&rows(&q)?, &rows(&k)?, &rows(&v)?),
+                (&rows(q)?, &rows(k)?, &rows(v)?),
                 &rope[i],
                 &mut layers[l],
                 (pos, cache.reserve),
@@ -620,6 +625,25 @@ impl KvCache {
     /// `prompt + max_tokens` positions for a sequence never has it allocate more).
     pub fn reserve(&mut self, positions: usize) {
         self.reserve = positions;
+    }
+
+    /// A copy of the first `positions` positions of `other` (a cache of the same model), so a
+    /// prompt that starts like an earlier one skips recomputing the shared part. `None` for
+    /// device caches, or when `other` holds fewer positions. On the CPU every position's keys
+    /// and values are computed row by row, independently of how the prompt was chunked or
+    /// batched, so the copy equals what recomputing would give.
+    pub fn prefix_of(other: &KvCache, positions: usize, width: usize) -> Option<KvCache> {
+        let Layers::Host(layers) = &other.layers else {
+            return None;
+        };
+        if positions > other.len {
+            return None;
+        }
+        Some(KvCache {
+            layers: Layers::Host(layers.iter().map(|l| l.prefix(positions, width)).collect()),
+            len: positions,
+            reserve: 0,
+        })
     }
 
     pub fn clear(&mut self) {

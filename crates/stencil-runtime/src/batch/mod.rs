@@ -18,8 +18,14 @@
 //! while it waits for the forward, so the masks of all sequences are computed while the
 //! batched forward runs.
 //!
+//! A prompt that starts like a recent one (same system prompt, tools or conversation so far)
+//! copies the shared part of its KV cache from the scheduler's prefix cache
+//! ([`prefix`]) instead of recomputing it, where the model guarantees the copy is exact.
+//!
 //! Dropping a handle (a finished, failed or cancelled generation) frees its cache at once;
 //! dropping the admission frees its slot and reservation.
+
+mod prefix;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +37,7 @@ use candle_core::Tensor;
 
 use crate::error::{Result, RuntimeError};
 use crate::models::{BatchStep, LanguageModel, Session};
+use prefix::PrefixCache;
 
 /// How the scheduler batches.
 #[derive(Debug, Clone)]
@@ -43,17 +50,22 @@ pub struct BatchConfig {
     pub kv_cache_tokens: usize,
     /// How long a step waits for running sequences that have not sent their next token yet.
     pub gather_window: Duration,
+    /// KV cache positions kept for recent prompts (0: no prefix reuse).
+    pub prefix_cache_tokens: usize,
 }
 
 impl BatchConfig {
     /// `max_batch` sequences sharing `kv_cache_bytes` of KV cache of `model`.
     pub fn new(model: &dyn LanguageModel, max_batch: usize, kv_cache_bytes: usize) -> Self {
         let per_token = model.kv_bytes_per_token().max(1);
+        let kv_cache_tokens = kv_cache_bytes / per_token;
         Self {
             max_batch: max_batch.max(1),
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
-            kv_cache_tokens: kv_cache_bytes / per_token,
+            kv_cache_tokens,
             gather_window: Duration::from_millis(10),
+            // An eighth of the running sequences' memory, on top of it.
+            prefix_cache_tokens: kv_cache_tokens / 8,
         }
     }
 }
@@ -76,6 +88,9 @@ pub struct BatchStats {
     pub steps: u64,
     pub sequence_steps: u64,
     pub tokens: u64,
+    /// Prompts that copied a cached prefix, and the prompt tokens so not recomputed.
+    pub prefix_hits: u64,
+    pub prefix_tokens: u64,
     /// Tokens processed per second over the last ten seconds.
     pub tokens_per_s: f64,
 }
@@ -108,6 +123,8 @@ struct Throughput {
     steps: u64,
     sequence_steps: u64,
     tokens: u64,
+    prefix_hits: u64,
+    prefix_tokens: u64,
     /// (when, tokens) of the steps of the last ten seconds.
     recent: VecDeque<(Instant, usize)>,
 }
@@ -151,9 +168,9 @@ impl Batcher {
         std::thread::Builder::new()
             .name("stencil-batch".into())
             .spawn(move || {
-                let record = |sequences: usize, tokens: usize| {
+                let record = |e: Event| {
                     if let Some(s) = weak.upgrade() {
-                        s.record_step(sequences, tokens);
+                        s.record(e);
                     }
                 };
                 schedule(model.as_ref(), &config, rx, record);
@@ -210,6 +227,8 @@ impl Batcher {
             steps: t.steps,
             sequence_steps: t.sequence_steps,
             tokens: t.tokens,
+            prefix_hits: t.prefix_hits,
+            prefix_tokens: t.prefix_tokens,
             tokens_per_s: recent as f64 / window.as_secs_f64(),
         }
     }
@@ -226,14 +245,22 @@ impl Shared {
             .map_err(|_| RuntimeError::Generation("the batch scheduler has stopped".into()))
     }
 
-    fn record_step(&self, sequences: usize, tokens: usize) {
+    fn record(&self, e: Event) {
         let mut t = self.throughput.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        t.steps += 1;
-        t.sequence_steps += sequences as u64;
-        t.tokens += tokens as u64;
-        t.recent.push_back((now, tokens));
-        t.forget_old(now);
+        match e {
+            Event::Step { sequences, tokens } => {
+                let now = Instant::now();
+                t.steps += 1;
+                t.sequence_steps += sequences as u64;
+                t.tokens += tokens as u64;
+                t.recent.push_back((now, tokens));
+                t.forget_old(now);
+            }
+            Event::PrefixHit { tokens } => {
+                t.prefix_hits += 1;
+                t.prefix_tokens += tokens as u64;
+            }
+        }
     }
 }
 
@@ -338,12 +365,20 @@ impl Drop for Handle {
     }
 }
 
+/// What the scheduler reports for the counters.
+enum Event {
+    Step { sequences: usize, tokens: usize },
+    PrefixHit { tokens: usize },
+}
+
 /// A forward in progress: `done` of its tokens have run.
 struct Work {
     id: u64,
     tokens: Vec<u32>,
     done: usize,
     reply: Sender<Result<Tensor>>,
+    /// The session's first forward (its prompt): remembered in the prefix cache when done.
+    prompt: bool,
 }
 
 /// The scheduler loop: runs until every batcher handle and session is gone.
@@ -351,9 +386,11 @@ fn schedule(
     model: &dyn LanguageModel,
     config: &BatchConfig,
     rx: Receiver<Msg>,
-    record: impl Fn(usize, usize),
+    record: impl Fn(Event),
 ) {
     let mut sessions: HashMap<u64, Box<dyn Session + '_>> = HashMap::new();
+    let mut reserves: HashMap<u64, usize> = HashMap::new();
+    let mut prefixes = PrefixCache::new(config.prefix_cache_tokens);
     let mut work: Vec<Work> = Vec::new();
     let context = model.context_length();
     loop {
@@ -384,11 +421,13 @@ fn schedule(
                     Ok(mut s) => {
                         s.reserve(reserve);
                         sessions.insert(id, s);
+                        reserves.insert(id, reserve);
                     }
                     Err(e) => tracing::error!("cannot open a session: {e}"),
                 },
                 Msg::Close { id } => {
                     sessions.remove(&id);
+                    reserves.remove(&id);
                     work.retain(|w| w.id != id);
                 }
                 Msg::Truncate { id, len, reply } => {
@@ -398,45 +437,65 @@ fn schedule(
                     };
                     let _ = reply.send(r);
                 }
-                Msg::Forward { id, tokens, reply } => match sessions.get(&id) {
-                    None => {
-                        let _ = reply.send(Err(unknown_session()));
+                Msg::Forward { id, tokens, reply } => {
+                    match sessions.get(&id).map(|s| s.tokens().len()) {
+                        None => {
+                            let _ = reply.send(Err(unknown_session()));
+                        }
+                        Some(_) if tokens.is_empty() => {
+                            let _ = reply.send(Err(RuntimeError::Generation(
+                                "forward called with no tokens".into(),
+                            )));
+                        }
+                        Some(len) if len + tokens.len() > context => {
+                            let _ = reply.send(Err(RuntimeError::PromptTooLong {
+                                tokens: len + tokens.len(),
+                                context,
+                                reserved: 0,
+                            }));
+                        }
+                        Some(len) => {
+                            let prompt = len == 0;
+                            let mut done = 0;
+                            if let Some(mut fork) =
+                                prompt.then(|| prefixes.fork(model, &tokens)).flatten()
+                            {
+                                done = fork.tokens().len();
+                                fork.reserve(reserves.get(&id).copied().unwrap_or(0));
+                                sessions.insert(id, fork);
+                                record(Event::PrefixHit { tokens: done });
+                            }
+                            work.push(Work {
+                                id,
+                                tokens,
+                                done,
+                                reply,
+                                prompt,
+                            });
+                        }
                     }
-                    Some(_) if tokens.is_empty() => {
-                        let _ = reply.send(Err(RuntimeError::Generation(
-                            "forward called with no tokens".into(),
-                        )));
-                    }
-                    Some(s) if s.tokens().len() + tokens.len() > context => {
-                        let _ = reply.send(Err(RuntimeError::PromptTooLong {
-                            tokens: s.tokens().len() + tokens.len(),
-                            context,
-                            reserved: 0,
-                        }));
-                    }
-                    Some(_) => work.push(Work {
-                        id,
-                        tokens,
-                        done: 0,
-                        reply,
-                    }),
-                },
+                }
             }
         }
         if !work.is_empty() {
-            step(model, config, &mut sessions, &mut work, &record);
+            for id in step(model, config, &mut sessions, &mut work, &record) {
+                if let Some(s) = sessions.get(&id) {
+                    prefixes.remember(model, s.as_ref());
+                }
+            }
         }
     }
 }
 
-/// One batched forward over every sequence with work.
+/// One batched forward over every sequence with work; returns the sessions whose prompt it
+/// finished.
 fn step<'m>(
     model: &'m dyn LanguageModel,
     config: &BatchConfig,
     sessions: &mut HashMap<u64, Box<dyn Session + 'm>>,
     work: &mut Vec<Work>,
-    record: &impl Fn(usize, usize),
-) {
+    record: &impl Fn(Event),
+) -> Vec<u64> {
     let mut taken: Vec<Box<dyn Session + 'm>> = work
         .iter()
         .map(|w| sessions.remove(&w.id).expect("work has a session"))
@@ -455,7 +514,11 @@ fn step<'m>(
         .collect();
     let result = model.forward_batch(&mut steps);
     drop(steps);
-    record(chunks.len(), chunks.iter().map(|c| c.1).sum());
+    record(Event::Step {
+        sequences: chunks.len(),
+        tokens: chunks.iter().map(|c| c.1).sum(),
+    });
+    let mut prompts_done = Vec::new();
     for (w, s) in work.iter().zip(taken) {
         sessions.insert(w.id, s);
     }
@@ -470,6 +533,9 @@ fn step<'m>(
                 if w.done < w.tokens.len() {
                     return true;
                 }
+                if w.prompt {
+                    prompts_done.push(w.id);
+                }
                 let _ = w.reply.send(l.ok_or_else(|| {
                     RuntimeError::Generation("the batch returned too few logits".into())
                 }));
@@ -483,6 +549,7 @@ fn step<'m>(
             }
         }
     }
+    prompts_done
 }
 
 fn unknown_session() -> RuntimeError {
