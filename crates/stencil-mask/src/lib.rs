@@ -18,8 +18,9 @@
 //!
 //! Speed comes from sharing mask work:
 //! - a DFA state's "local" mask (tokens that stay inside its rule) is computed once per
-//!   constraint and shared by every matcher of the same [`Constraint`]; only tokens that cross
-//!   a rule boundary are walked per request;
+//!   cache and shared by every matcher that uses the cache (a [`Constraint`] keeps a pool of
+//!   caches: one per matcher alive, reused warm by the next); only tokens that cross a rule
+//!   boundary are walked per request;
 //! - inside JSON strings, plain-text tokens of at most as many characters as the string may
 //!   still take are added as precomputed sets; tokens certain to die at a control character
 //!   are left out of the walk;
@@ -30,7 +31,9 @@
 //!   (`dfa::LazyDfa::mask_key`).
 //!
 //! Key types:
-//! - [`Constraint`]: compiled once per (grammar, vocabulary), shared (`Arc`) across requests.
+//! - [`Constraint`]: compiled once per (grammar, vocabulary), immutable, shared (`Arc`) across
+//!   requests and threads; what grows lazily lives in per-matcher caches from its pool, so
+//!   matchers on different threads never wait for each other.
 //! - [`Matcher`]: per-request state: `compute_mask`, `commit`, `rollback`, `forced_bytes`,
 //!   `forced_tokens` (fast-forward through the caller's tokenizer),
 //!   `is_accepting`; cheap to clone.

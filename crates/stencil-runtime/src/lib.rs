@@ -3,8 +3,11 @@
 //! - [`loader`]: resolve a model spec (path, `org/name` through the hub cache, or the default
 //!   model) and load it: [`loader::LoadedModel`] = weights + [`Tokenizer`] + [`chat::ChatTemplate`].
 //! - [`models`]: [`models::LanguageModel`] (shared weights) and [`models::Session`] (one sequence's
-//!   KV cache, truncatable); GGUF llama/qwen2 in [`models::quantized_llama`], safetensors llama in
+//!   KV cache, truncatable); GGUF llama/qwen2 in [`models::quantized_llama`] (with the CPU
+//!   kernels [`models::q8_0`] and [`models::attention`]), safetensors llama in
 //!   [`models::llama_safetensors`].
+//! - [`batch`]: continuous batching: a scheduler that runs one batched forward per step for
+//!   every running sequence, with KV cache admission and a prompt-prefix cache.
 //! - [`tokenizer`]: tokenizers built from GGUF metadata or `tokenizer.json`, with byte-exact
 //!   token forms ([`stencil_vocab::Vocab`]) and every EOS id.
 //! - [`chat`]: the model's Jinja chat template and prompts built with it (messages and the

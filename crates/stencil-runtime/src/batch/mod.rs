@@ -20,7 +20,7 @@
 //!
 //! A prompt that starts like a recent one (same system prompt, tools or conversation so far)
 //! copies the shared part of its KV cache from the scheduler's prefix cache
-//! ([`prefix`]) instead of recomputing it, where the model guarantees the copy is exact.
+//! (`batch/prefix.rs`) instead of recomputing it, where the model guarantees the copy is exact.
 //!
 //! Dropping a handle (a finished, failed or cancelled generation) frees its cache at once;
 //! dropping the admission frees its slot and reservation.

@@ -381,7 +381,10 @@ mod tests {
         for (r, row) in b.iter().enumerate() {
             for (c, &want) in row.iter().enumerate() {
                 let s = dot_scalar(&ours.column(c), act.row(r));
-                assert!((s - want).abs() <= 1e-4 * want.abs().max(1.0), "{s} vs {want}");
+                assert!(
+                    (s - want).abs() <= 1e-4 * want.abs().max(1.0),
+                    "{s} vs {want}"
+                );
             }
         }
     }
