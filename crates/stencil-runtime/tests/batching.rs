@@ -7,7 +7,7 @@ mod common;
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -34,11 +34,6 @@ fn engine(max_batch: usize, kv_tokens: usize) -> ChatEngine {
         config.kv_cache_tokens = kv_tokens;
     }
     ChatEngine::new(loaded).with_batching(config).unwrap()
-}
-
-fn shared_engine() -> &'static ChatEngine {
-    static E: OnceLock<ChatEngine> = OnceLock::new();
-    E.get_or_init(|| engine(8, 0))
 }
 
 fn request(text: &str, max_tokens: usize, temperature: f32, seed: u64) -> ChatRequest {
@@ -97,7 +92,8 @@ fn run(engine: &ChatEngine, req: &ChatRequest) -> String {
 
 #[test]
 fn batched_sequences_produce_exactly_what_they_produce_alone() {
-    let engine = shared_engine();
+    // An engine of its own: its counters see only this test's sequences.
+    let engine = &engine(8, 0);
     let reqs = requests();
     let alone: Vec<String> = reqs.iter().map(|r| run(engine, r)).collect();
     let before = engine.batch_stats().unwrap();
@@ -129,7 +125,7 @@ fn a_prompt_prefix_copied_from_the_cache_changes_nothing() {
     let mut config = BatchConfig::new(loaded.model.as_ref(), 4, 1 << 30);
     config.prefix_cache_tokens = 0;
     let plain = ChatEngine::new(loaded).with_batching(config).unwrap();
-    let cached = shared_engine();
+    let cached = &engine(4, 0);
     let mut long = request("Summarize the following text in one sentence.", 16, 0.0, 0);
     long.messages.insert(
         0,
@@ -172,7 +168,7 @@ fn a_cancelled_sequence_frees_its_slot_and_reservation() {
 fn the_kv_cache_cap_makes_requests_wait_or_fail_clearly() {
     let req = request("Count to ten.", 32, 0.0, 0);
     // Room for one such request (prompt + 32) but not two.
-    let probe = shared_engine().prepare(&req).unwrap();
+    let probe = engine(1, 0).prepare(&req).unwrap();
     let one = probe.prompt.tokens.len() + 32;
     let engine = engine(8, one + one / 2);
     let running_max = AtomicUsize::new(0);
