@@ -392,18 +392,24 @@ fn schedule(
     let mut reserves: HashMap<u64, usize> = HashMap::new();
     let mut prefixes = PrefixCache::new(config.prefix_cache_tokens);
     let mut work: Vec<Work> = Vec::new();
+    // Sequences answered by the last step: the ones worth waiting for (a sequence whose thread
+    // is held up elsewhere, by a slow client say, does not hold up the others).
+    let mut expected: Vec<u64> = Vec::new();
     let context = model.context_length();
     loop {
         // Take in messages: block while idle; once there is work, wait up to the gather window
-        // for the running sequences that have not sent their next step yet.
+        // for the sequences of the last step that have not sent their next tokens yet.
         let mut deadline = None;
         loop {
+            let all_in = expected
+                .iter()
+                .all(|id| !sessions.contains_key(id) || work.iter().any(|w| w.id == *id));
             let msg = if work.is_empty() {
                 match rx.recv() {
                     Ok(m) => m,
                     Err(_) => return,
                 }
-            } else if work.len() >= sessions.len() {
+            } else if all_in {
                 match rx.try_recv() {
                     Ok(m) => m,
                     Err(_) => break,
@@ -478,24 +484,31 @@ fn schedule(
             }
         }
         if !work.is_empty() {
-            for id in step(model, config, &mut sessions, &mut work, &record) {
-                if let Some(s) = sessions.get(&id) {
+            let done = step(model, config, &mut sessions, &mut work, &record);
+            for id in &done.prompts {
+                if let Some(s) = sessions.get(id) {
                     prefixes.remember(model, s.as_ref());
                 }
             }
+            expected = done.answered;
         }
     }
 }
 
-/// One batched forward over every sequence with work; returns the sessions whose prompt it
-/// finished.
+/// What a step finished: the sequences it answered, and those of them whose prompt it was.
+struct Finished {
+    answered: Vec<u64>,
+    prompts: Vec<u64>,
+}
+
+/// One batched forward over every sequence with work.
 fn step<'m>(
     model: &'m dyn LanguageModel,
     config: &BatchConfig,
     sessions: &mut HashMap<u64, Box<dyn Session + 'm>>,
     work: &mut Vec<Work>,
     record: &impl Fn(Event),
-) -> Vec<u64> {
+) -> Finished {
     let mut taken: Vec<Box<dyn Session + 'm>> = work
         .iter()
         .map(|w| sessions.remove(&w.id).expect("work has a session"))
@@ -518,7 +531,10 @@ fn step<'m>(
         sequences: chunks.len(),
         tokens: chunks.iter().map(|c| c.1).sum(),
     });
-    let mut prompts_done = Vec::new();
+    let mut done = Finished {
+        answered: Vec::new(),
+        prompts: Vec::new(),
+    };
     for (w, s) in work.iter().zip(taken) {
         sessions.insert(w.id, s);
     }
@@ -533,8 +549,9 @@ fn step<'m>(
                 if w.done < w.tokens.len() {
                     return true;
                 }
+                done.answered.push(w.id);
                 if w.prompt {
-                    prompts_done.push(w.id);
+                    done.prompts.push(w.id);
                 }
                 let _ = w.reply.send(l.ok_or_else(|| {
                     RuntimeError::Generation("the batch returned too few logits".into())
@@ -549,7 +566,7 @@ fn step<'m>(
             }
         }
     }
-    prompts_done
+    done
 }
 
 fn unknown_session() -> RuntimeError {
