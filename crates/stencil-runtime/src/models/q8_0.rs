@@ -306,6 +306,10 @@ mod tests {
             .collect()
     }
 
+    fn flat(t: candle_core::Result<Tensor>) -> Vec<f32> {
+        t.unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
     fn pair(n: usize, k: usize, seed: u64) -> (Q8Matrix, QMatMul) {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &dev).unwrap();
@@ -327,20 +331,8 @@ mod tests {
                     x[QK..2 * QK].iter_mut().for_each(|v| *v = -100.0);
                 }
                 let xt = Tensor::from_vec(x.clone(), (1, m, k), &Device::Cpu).unwrap();
-                let a = ours
-                    .forward(&xt)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap();
-                let b = theirs
-                    .forward(&xt)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap();
+                let a = flat(ours.forward(&xt));
+                let b = flat(theirs.forward(&xt));
                 assert_eq!(a.len(), m * n);
                 let differ = a
                     .iter()
@@ -355,13 +347,7 @@ mod tests {
                     let row =
                         Tensor::from_vec(x[r * k..(r + 1) * k].to_vec(), (1, 1, k), &Device::Cpu)
                             .unwrap();
-                    let alone = ours
-                        .forward(&row)
-                        .unwrap()
-                        .flatten_all()
-                        .unwrap()
-                        .to_vec1::<f32>()
-                        .unwrap();
+                    let alone = flat(ours.forward(&row));
                     assert!(alone
                         .iter()
                         .zip(&a[r * n..(r + 1) * n])
