@@ -1,4 +1,6 @@
 //! `stencil batch`: many chat requests from a JSONL file, one result line each, in order.
+//! Up to `--max-batch` lines generate at once, sharing each forward pass (continuous
+//! batching); results are still written in input order.
 //!
 //! Each input line is an OpenAI chat request body, or an OpenAI Batch API line
 //! (`{"custom_id", "method", "url", "body"}`). Each output line is
@@ -6,13 +8,16 @@
 //! `{"line", "custom_id"?, "error"}` with the OpenAI error object: a bad line never stops the
 //! batch. Compiled constraints are cached across lines by the engine.
 //!
-//! Every result is written and flushed as soon as it is finished, so an interrupted batch keeps
-//! all of its finished lines; `--resume` skips the input lines whose results are already in the
+//! Every result is written and flushed as soon as it and the lines before it are finished, so
+//! an interrupted batch keeps its finished prefix (at most `--max-batch` finished lines are
+//! redone); `--resume` skips the input lines whose results are already in the
 //! output (a partly written last line is dropped and redone).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use anyhow::Context;
 use clap::Args;
@@ -21,6 +26,7 @@ use serde_json::{json, Value};
 use stencil_openai::request::chat_request;
 use stencil_openai::response::{now, ChatCompletion};
 use stencil_openai::ApiError;
+use stencil_runtime::batch::BatchConfig;
 use stencil_runtime::engine::ChatEngine;
 
 use crate::ModelArgs;
@@ -39,6 +45,9 @@ pub struct BatchArgs {
     /// (after an interruption). Without it, --output is overwritten.
     #[arg(long)]
     pub resume: bool,
+    /// Lines generating at once, sharing each forward pass.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
 }
 
 pub fn run(args: BatchArgs) -> anyhow::Result<()> {
@@ -55,42 +64,68 @@ pub fn run(args: BatchArgs) -> anyhow::Result<()> {
             .with_context(|| format!("creating --output {}", args.output.display()))?;
         (HashSet::new(), out)
     };
-    let engine = ChatEngine::new(args.model.load()?);
+    let loaded = args.model.load()?;
+    let config = BatchConfig::new(loaded.model.as_ref(), args.max_batch.max(1), 4 << 30);
+    let engine = ChatEngine::new(loaded).with_batching(config)?;
     let model_name = model_name(&engine);
     let bar = ProgressBar::new(lines.len() as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} requests {msg} [{elapsed} < {eta}]")
             .expect("valid template")
             .progress_chars("=> "),
     );
+    // Line numbers to run, in order; the rest are counted as done at once.
+    let todo: Vec<usize> = (1..=lines.len())
+        .filter(|&n| !lines[n - 1].trim().is_empty() && !done.contains(&n))
+        .collect();
+    bar.inc((lines.len() - todo.len()) as u64);
     let (mut ok, mut failed) = (0usize, 0usize);
-    for (i, line) in lines.iter().enumerate() {
-        let number = i + 1;
-        if line.trim().is_empty() || done.contains(&number) {
-            bar.inc(1);
-            continue;
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Value, bool)>();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        for _ in 0..args.max_batch.max(1).min(todo.len()) {
+            let (tx, next, todo, engine, model_name, lines) =
+                (tx.clone(), &next, &todo, &engine, &model_name, &lines);
+            s.spawn(move || loop {
+                let at = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&number) = todo.get(at) else { break };
+                let (custom_id, result) = run_line(engine, model_name, &lines[number - 1], number);
+                let mut record = json!({"line": number});
+                if let Some(id) = custom_id {
+                    record["custom_id"] = id;
+                }
+                let success = result.is_ok();
+                match result {
+                    Ok(response) => record["response"] = json!(response),
+                    Err(e) => record["error"] = json!(e.body().error),
+                }
+                if tx.send((at, record, success)).is_err() {
+                    break;
+                }
+            });
         }
-        let (custom_id, result) = run_line(&engine, &model_name, line, number);
-        let mut record = json!({"line": number});
-        if let Some(id) = custom_id {
-            record["custom_id"] = id;
-        }
-        match result {
-            Ok(response) => {
+        drop(tx);
+        // Written in input order: a finished line waits for the lines before it.
+        let mut finished = BTreeMap::new();
+        let mut written = 0;
+        for (at, record, success) in rx {
+            finished.insert(at, record);
+            if success {
                 ok += 1;
-                record["response"] = serde_json::to_value(response)?;
-            }
-            Err(e) => {
+            } else {
                 failed += 1;
-                record["error"] = serde_json::to_value(e.body().error)?;
+            }
+            while let Some(record) = finished.remove(&written) {
+                // One write per line, flushed: an interruption loses no written result.
+                out.write_all(format!("{record}\n").as_bytes())
+                    .and_then(|()| out.flush())
+                    .with_context(|| format!("writing {}", args.output.display()))?;
+                written += 1;
+                bar.inc(1);
+                bar.set_message(format!("({failed} failed)"));
             }
         }
-        // One write per finished line, flushed: an interruption loses no finished result.
-        out.write_all(format!("{record}\n").as_bytes())
-            .and_then(|()| out.flush())
-            .with_context(|| format!("writing {}", args.output.display()))?;
-        bar.inc(1);
-        bar.set_message(format!("({failed} failed)"));
-    }
+        Ok(())
+    })?;
     bar.finish_and_clear();
     let kept = if done.is_empty() {
         String::new()

@@ -330,9 +330,12 @@ fn batch_interrupted_by_sigint_keeps_results_and_resumes() {
         })
         .collect();
     std::fs::write(&input, lines.join("\n")).unwrap();
+    // Two lines at a time, so the interruption lands with lines still to run.
     let args = |resume: bool| {
         let mut a = vec![
             "batch",
+            "--max-batch",
+            "2",
             "--input",
             input.to_str().unwrap(),
             "--output",
