@@ -114,28 +114,16 @@ impl Attention {
             // SAFETY: unit (r, h) alone writes these `hd` elements of `out`.
             let y = unsafe { std::slice::from_raw_parts_mut(out_ptr.0.add(r * qw + h * hd), hd) };
             SCORES.with(|s| {
-                let mut scores = s.borrow_mut();
-                scores.clear();
-                let mut max = f32::NEG_INFINITY;
-                for j in 0..len {
-                    let kj = &cache.k[j * kw + g * hd..j * kw + (g + 1) * hd];
-                    let x = dot(qh, kj) * scale;
-                    max = max.max(x);
-                    scores.push(x);
-                }
-                let mut sum = 0f32;
-                for x in scores.iter_mut() {
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                for (j, &w) in scores.iter().enumerate() {
-                    let vj = &cache.v[j * kw + g * hd..j * kw + (g + 1) * hd];
-                    for (o, &x) in y.iter_mut().zip(vj) {
-                        *o += w * x;
-                    }
-                }
-                let inv = 1.0 / sum;
-                y.iter_mut().for_each(|o| *o *= inv);
+                let head = Head {
+                    q: qh,
+                    keys: &cache.k,
+                    values: &cache.v,
+                    stride: kw,
+                    offset: g * hd,
+                    len,
+                    scale,
+                };
+                head.attend(&mut s.borrow_mut(), y);
             });
         };
         let units = total * nh;
@@ -167,7 +155,66 @@ struct OutPtr(*mut f32);
 // SAFETY: units write disjoint slices of the output.
 unsafe impl Sync for OutPtr {}
 
+/// One (row, head) unit: a query against `len` cached positions of one KV head.
+struct Head<'a> {
+    q: &'a [f32],
+    keys: &'a [f32],
+    values: &'a [f32],
+    /// Floats per cached position, and where this KV head starts in one.
+    stride: usize,
+    offset: usize,
+    len: usize,
+    scale: f32,
+}
+
+impl Head<'_> {
+    /// Writes softmax(q k^T * scale) v into `y` (zeroed), with `scores` as scratch.
+    fn attend(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if super::q8_0::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+            return unsafe { self.attend_avx2(scores, y) };
+        }
+        self.attend_portable(scores, y)
+    }
+
+    /// The same code compiled for AVX2: the same operations in the same order, on wider
+    /// vectors (no contraction into FMA), so results are bit-identical to the portable path.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn attend_avx2(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
+        self.attend_portable(scores, y)
+    }
+
+    #[inline(always)]
+    fn attend_portable(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
+        let hd = y.len();
+        scores.clear();
+        let mut max = f32::NEG_INFINITY;
+        for j in 0..self.len {
+            let at = j * self.stride + self.offset;
+            let x = dot(self.q, &self.keys[at..at + hd]) * self.scale;
+            max = max.max(x);
+            scores.push(x);
+        }
+        let mut sum = 0f32;
+        for x in scores.iter_mut() {
+            *x = (*x - max).exp();
+            sum += *x;
+        }
+        for (j, &w) in scores.iter().enumerate() {
+            let at = j * self.stride + self.offset;
+            for (o, &x) in y.iter_mut().zip(&self.values[at..at + hd]) {
+                *o += w * x;
+            }
+        }
+        let inv = 1.0 / sum;
+        y.iter_mut().for_each(|o| *o *= inv);
+    }
+}
+
 /// Dot product with eight independent sums (vectorizes; the order is fixed).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -244,6 +291,33 @@ mod tests {
             }
         }
         out
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_build_is_bit_identical_to_the_portable_one() {
+        if !crate::models::q8_0::avx2_fma() {
+            eprintln!("NOTICE: no AVX2/FMA on this CPU; nothing to compare");
+            return;
+        }
+        let (hd, len, stride) = (64, 300, 3 * 64);
+        let q = values(hd, 7);
+        let keys = values(len * stride, 8);
+        let vals = values(len * stride, 9);
+        let head = Head {
+            q: &q,
+            keys: &keys,
+            values: &vals,
+            stride,
+            offset: 64,
+            len,
+            scale: 0.125,
+        };
+        let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
+        head.attend_portable(&mut Vec::new(), &mut a);
+        // SAFETY: checked above.
+        unsafe { head.attend_avx2(&mut Vec::new(), &mut b) };
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 
     #[test]

@@ -176,8 +176,9 @@ fn dot_scalar(w: &Column<'_>, (a_scales, a_quants): (&[f32], &[i8])) -> f32 {
     sum
 }
 
+/// Whether the CPU has AVX2 and FMA (checked once).
 #[cfg(target_arch = "x86_64")]
-fn avx2_fma() -> bool {
+pub(super) fn avx2_fma() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
