@@ -183,7 +183,8 @@ impl Matcher {
         let Some(left) = self.token_budget() else {
             return Ok(());
         };
-        let constraint = self.constraint().clone();
+        let lease = self.lease().clone();
+        let constraint = &lease.constraint;
         let trie = &constraint.trie;
         if left == 0 {
             let text = mask.count() > trie.eos_ids().iter().filter(|&&e| mask.contains(e)).count();
@@ -214,10 +215,10 @@ impl Matcher {
             }
         }
         let arena_len = self.arena.len();
-        let judged = self.judge_step(inner, &constraint, mask, room);
+        let judged = self.judge_step(inner, constraint, mask, room);
         self.arena.truncate(arena_len);
         let v = judged?;
-        let removed = self.apply_verdicts(inner, &constraint, mask, &v)?;
+        let removed = self.apply_verdicts(inner, constraint, mask, &v)?;
         if let Some(b) = self.budget.as_mut() {
             b.restricted |= removed;
             b.widest.insert(self.configs.clone(), v.widest);

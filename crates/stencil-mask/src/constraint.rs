@@ -121,15 +121,12 @@ impl Constraint {
             grammar.rules.len(),
             nfa.num_nodes()
         );
-        let c = Self {
+        Ok(Arc::new(Self {
             trie,
             limits,
             template: nfa,
             idle: Mutex::new(Vec::new()),
-        };
-        let first = c.new_cache();
-        c.lock_idle().push((std::thread::current().id(), first));
-        Ok(Arc::new(c))
+        }))
     }
 
     /// A matcher at the start of the output.
@@ -149,11 +146,6 @@ impl Constraint {
             .map(|(_, c)| c.dfa.num_states())
             .max()
             .unwrap_or(0)
-    }
-
-    /// Caches this constraint keeps (idle ones; each matcher alive holds one more).
-    pub fn idle_caches(&self) -> usize {
-        self.lock_idle().len()
     }
 
     fn lock_idle(&self) -> MutexGuard<'_, Vec<(ThreadId, Box<Inner>)>> {

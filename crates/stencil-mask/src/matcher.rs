@@ -21,8 +21,7 @@ pub(crate) type Configs = SmallVec<[Config; 2]>;
 /// [`MaskError`]; a refused token leaves the matcher unchanged.
 #[derive(Clone)]
 pub struct Matcher {
-    constraint: Arc<Constraint>,
-    /// The constraint's cache this matcher (and its clones) steps in.
+    /// The constraint, and the cache of it this matcher (and its clones) steps in.
     lease: Arc<Lease>,
     pub(crate) configs: Configs,
     /// Stack nodes: (state to resume in, parent node).
@@ -195,14 +194,13 @@ impl Matcher {
         let lease = constraint.lease();
         let start = {
             let mut inner = lease.lock()?;
-            inner.dfa.refuel(constraint.limits.max_work_per_step);
+            inner.dfa.refuel(lease.constraint.limits.max_work_per_step);
             let r = inner.dfa.start_rule();
             inner.dfa.rule_start(r)?
         };
         let mut configs = Configs::new();
         configs.push((start, NONE));
         Ok(Self {
-            constraint,
             lease,
             configs,
             arena: Vec::new(),
@@ -214,7 +212,7 @@ impl Matcher {
     }
 
     pub fn constraint(&self) -> &Arc<Constraint> {
-        &self.constraint
+        &self.lease.constraint
     }
 
     pub(crate) fn lease(&self) -> &Arc<Lease> {
@@ -349,7 +347,7 @@ impl Matcher {
         let st = Stepper {
             dfa: &mut inner.dfa,
             arena: &mut arena,
-            limits: &self.constraint.limits,
+            limits: &self.lease.constraint.limits,
         };
         self.configs.iter().any(|&c| st.can_finish(c))
     }
