@@ -150,11 +150,7 @@ impl ChatEngine {
         }
         if let Some(b) = &self.batcher {
             // The batch's KV cache must be able to hold the whole sequence.
-            let needed = prompt.tokens.len() + max_tokens;
-            let capacity = b.config().kv_cache_tokens;
-            if needed > capacity {
-                return Err(RuntimeError::KvCacheTooSmall { needed, capacity });
-            }
+            b.check_fits(prompt.tokens.len() + max_tokens)?;
         }
         Ok(Prepared {
             prompt,
@@ -166,7 +162,6 @@ impl ChatEngine {
         })
     }
 
-    /// A completion prompt, tokenized as text (control tokens only if `special_tokens`).
     /// Tokens the output may take: `max_tokens`, within the context the prompt leaves.
     fn output_room(&self, prompt: &Prompt, params: &GenerateParams) -> usize {
         let context = self.loaded.model.context_length();
@@ -175,6 +170,7 @@ impl ChatEngine {
             .min(context.saturating_sub(prompt.tokens.len()))
     }
 
+    /// A completion prompt, tokenized as text (control tokens only if `special_tokens`).
     fn raw_prompt(&self, text: &str, special_tokens: bool, reserved: usize) -> Result<Prompt> {
         let tokens = self
             .loaded

@@ -59,7 +59,7 @@ pub(crate) async fn health(State(state): State<Arc<AppState>>) -> Response {
     });
     if let Some(b) = state.engine.batch_stats() {
         body["batch"] = json!({
-            "max_batch": state.slots,
+            "max_batch": state.engine.slots(),
             "sequences": b.running,
             "waiting_for_kv_cache": b.waiting,
             "kv_cache_positions": {"reserved": b.kv_reserved, "capacity": b.kv_capacity},

@@ -72,15 +72,12 @@ pub(crate) struct AppState {
     pub model_id: String,
     pub workers: Workers,
     pub engine: Arc<dyn Engine>,
-    /// Generations that run at once.
-    pub slots: usize,
 }
 
 /// The router, with its worker threads started.
 pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
     let state = Arc::new(AppState {
         model_id: engine.model_id(),
-        slots: engine.slots(),
         workers: Workers::start(engine.clone(), config.queue),
         engine,
         config: config.clone(),

@@ -187,14 +187,9 @@ impl Batcher {
     /// `max_tokens`), then returns the admitted sequence's model. Errors at once when the
     /// reservation exceeds the whole cache.
     pub fn admit(&self, positions: usize) -> Result<Admission> {
+        self.check_fits(positions)?;
         let s = &self.shared;
         let capacity = s.config.kv_cache_tokens;
-        if positions > capacity {
-            return Err(RuntimeError::KvCacheTooSmall {
-                needed: positions,
-                capacity,
-            });
-        }
         let mut slots = s.lock_slots();
         slots.waiting += 1;
         while slots.running >= s.config.max_batch || slots.reserved + positions > capacity {
@@ -207,6 +202,19 @@ impl Batcher {
             shared: s.clone(),
             positions,
         })
+    }
+
+    /// [`RuntimeError::KvCacheTooSmall`] when a sequence of `positions` (prompt plus
+    /// `max_tokens`) could never be admitted, whatever else runs.
+    pub fn check_fits(&self, positions: usize) -> Result<()> {
+        let capacity = self.shared.config.kv_cache_tokens;
+        if positions > capacity {
+            return Err(RuntimeError::KvCacheTooSmall {
+                needed: positions,
+                capacity,
+            });
+        }
+        Ok(())
     }
 
     /// The scheduler's counters now.
@@ -240,9 +248,7 @@ impl Shared {
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
-        self.to_scheduler
-            .send(msg)
-            .map_err(|_| RuntimeError::Generation("the batch scheduler has stopped".into()))
+        self.to_scheduler.send(msg).map_err(|_| stopped())
     }
 
     fn record(&self, e: Event) {
@@ -335,9 +341,7 @@ impl Session for Handle {
             tokens: tokens.to_vec(),
             reply,
         })?;
-        let logits = answer
-            .recv()
-            .map_err(|_| RuntimeError::Generation("the batch scheduler has stopped".into()))??;
+        let logits = answer.recv().map_err(|_| stopped())??;
         self.tokens.extend_from_slice(tokens);
         Ok(logits)
     }
@@ -351,9 +355,7 @@ impl Session for Handle {
             len,
             reply,
         })?;
-        answer
-            .recv()
-            .map_err(|_| RuntimeError::Generation("the batch scheduler has stopped".into()))??;
+        answer.recv().map_err(|_| stopped())??;
         self.tokens.truncate(len);
         Ok(())
     }
@@ -567,6 +569,10 @@ fn step<'m>(
         }
     }
     done
+}
+
+fn stopped() -> RuntimeError {
+    RuntimeError::Generation("the batch scheduler has stopped".into())
 }
 
 fn unknown_session() -> RuntimeError {

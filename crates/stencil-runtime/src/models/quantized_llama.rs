@@ -327,8 +327,7 @@ impl Model {
 
     /// Bytes of KV cache one position takes (f32 keys and values, every layer).
     pub fn kv_bytes_per_token(&self) -> usize {
-        let c = &self.config;
-        c.n_layer * c.n_kv_head * c.head_dim * 2 * std::mem::size_of::<f32>()
+        self.config.n_layer * self.kv_width() * 2 * std::mem::size_of::<f32>()
     }
 
     /// Runs `tokens` after the cached prefix and returns the logits of the last position
@@ -375,18 +374,20 @@ impl Model {
         let ids = Tensor::new(ids.as_slice(), &self.device)?;
         let mut x = self.embed.index_select(&ids, 0)?.unsqueeze(0)?;
         // RoPE rows and causal masks per item, for the device attention.
-        let mut rope = Vec::with_capacity(spans.len());
-        for &(_, seq, pos) in spans.iter().filter(|_| self.host_attention.is_none()) {
-            let mask = if seq > 1 {
-                Some(self.mask(seq, pos + seq)?)
-            } else {
-                None
-            };
-            rope.push((
-                self.cos.narrow(0, pos, seq)?,
-                self.sin.narrow(0, pos, seq)?,
-                mask,
-            ));
+        let mut rope = Vec::new();
+        if self.host_attention.is_none() {
+            for &(_, seq, pos) in &spans {
+                let mask = if seq > 1 {
+                    Some(self.mask(seq, pos + seq)?)
+                } else {
+                    None
+                };
+                rope.push((
+                    self.cos.narrow(0, pos, seq)?,
+                    self.sin.narrow(0, pos, seq)?,
+                    mask,
+                ));
+            }
         }
         for (l, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
@@ -595,9 +596,12 @@ pub struct BatchItem<'a> {
     pub cache: &'a mut KvCache,
 }
 
-/// Per-layer preallocated K/V buffers of shape `[1, n_kv, capacity, head_dim]`.
+/// One sequence's keys and values, per layer: host vectors on the CPU (see
+/// [`Attention`](super::attention::Attention)), preallocated tensors of shape
+/// `[1, n_kv, capacity, head_dim]` on other devices.
 ///
-/// Deliberately not `Clone`: buffers are written in place, so a shallow copy would alias.
+/// Deliberately not `Clone`: device buffers are written in place, so a shallow copy would
+/// alias; [`KvCache::prefix_of`] makes real copies.
 /// Roll back with [`KvCache::truncate`].
 pub struct KvCache {
     layers: Layers,
