@@ -597,7 +597,7 @@ pub struct BatchItem<'a> {
 }
 
 /// One sequence's keys and values, per layer: host vectors on the CPU (see
-/// [`Attention`](super::attention::Attention)), preallocated tensors of shape
+/// [`Attention`]), preallocated tensors of shape
 /// `[1, n_kv, capacity, head_dim]` on other devices.
 ///
 /// Deliberately not `Clone`: device buffers are written in place, so a shallow copy would
