@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: fetches what the tests need (the default model), then the unit,
 # integration and doc tests, the documentation build (no broken or private intra-doc links),
-# and the official `openai` client against the server. Fails if the run changed the tree.
+# the official `openai` client against the server, and the Python package's tests. Fails if
+# the run changed the tree.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -20,6 +21,9 @@ cargo test --workspace --doc "$@"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The server driven by the official `openai` Python client (pip into a virtualenv).
 scripts/openai-client-test.sh
+# The Python package (maturin build into a virtualenv) and its transformers,
+# llama-cpp-python and vLLM adapters.
+scripts/python-test.sh
 
 after="$(tree_state)"
 if [ "$before" != "$after" ]; then

@@ -43,6 +43,12 @@ pub struct MaskBenchArgs {
     /// so the last steps run the budget check (`Matcher::set_token_budget`).
     #[arg(long)]
     pub budget_slack: Option<usize>,
+    /// Instead of timing: write every mask of the replay to FILE (little-endian u32; per
+    /// schema its instance count, or u32::MAX if it does not compile; per instance its step
+    /// count, then per step the token and the mask as 32-id words), the reference the Python
+    /// package's masks are checked against (`python -m stencil.maskbench --dump-check`).
+    #[arg(long)]
+    pub dump_masks: Option<PathBuf>,
 }
 
 #[derive(Default, serde::Serialize)]
@@ -203,6 +209,9 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         property_order: args.property_order.into(),
         ..Options::default()
     };
+    if let Some(out) = &args.dump_masks {
+        return dump_masks(&engine, &files, &options, out);
+    }
     eprintln!(
         "tokenizer {} (vocab {}), {} files, {} thread(s), setup {:.2}s",
         engine.name,
@@ -277,6 +286,56 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         "wall_s": r3(start.elapsed().as_secs_f64()),
     });
     println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}
+
+/// `--dump-masks`: every mask of the replay of every instance, in file order (format in
+/// [`MaskBenchArgs::dump_masks`]).
+fn dump_masks(engine: &Engine, files: &[PathBuf], options: &Options, out: &Path) -> Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let put = |w: &mut std::io::BufWriter<std::fs::File>, x: u32| w.write_all(&x.to_le_bytes());
+    let mut mask = TokenSet::new(engine.trie.vocab_size());
+    let words = engine.trie.vocab_size().div_ceil(32);
+    let (mut schemas, mut steps) = (0usize, 0usize);
+    for path in files {
+        let file: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+        let tests = file["tests"].as_array().cloned().unwrap_or_default();
+        let Ok(constraint) = compile_to_first_mask(engine, &file["schema"], options).0 else {
+            put(&mut w, u32::MAX)?;
+            continue;
+        };
+        schemas += 1;
+        put(&mut w, tests.len() as u32)?;
+        for t in &tests {
+            let tokens = engine.tokenize(&t["data"])?;
+            let mut m = constraint.matcher().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut record = Vec::new();
+            for &tok in &tokens {
+                m.compute_mask(&mut mask)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                record.push(tok);
+                let bits = mask.words();
+                record.extend(
+                    (0..words)
+                        .map(|k| bits.get(k / 2).map_or(0, |&b| (b >> (32 * (k % 2))) as u32)),
+                );
+                if !mask.contains(tok) || m.commit(tok).is_err() {
+                    break;
+                }
+            }
+            let n = record.len() / (words + 1);
+            steps += n;
+            put(&mut w, n as u32)?;
+            for x in record {
+                put(&mut w, x)?;
+            }
+        }
+    }
+    w.flush()?;
+    eprintln!(
+        "{schemas} schemas compiled, {steps} masks written to {}",
+        out.display()
+    );
     Ok(())
 }
 

@@ -71,6 +71,11 @@ impl TokenSet {
         self.words.copy_from_slice(&other.words);
     }
 
+    /// The bits: id `i` is bit `i % 64` of word `i / 64` (bits past `len` are zero).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     pub fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }

@@ -10,11 +10,16 @@
 //! - [`Vocab`]: token id -> bytes and [`TokenKind`], plus the end-of-sequence ids.
 //! - [`TokenKind`]: normal text tokens versus special/control tokens, which constrained text never
 //!   contains unless a grammar names them.
+//! - `SpecialIds` (feature `tokenizers`): BOS/EOS facts from a Hugging Face model folder.
 //!
 //! Nothing here knows about models, devices or sampling.
 
 mod byte_level;
+#[cfg(feature = "tokenizers")]
+mod hf_files;
 mod vocab;
 
 pub use byte_level::{byte_to_char, char_to_byte};
+#[cfg(feature = "tokenizers")]
+pub use hf_files::SpecialIds;
 pub use vocab::{TokenKind, Vocab, VocabError, VocabStyle};

@@ -77,6 +77,25 @@ impl Vocab {
         })
     }
 
+    /// Builds a vocabulary from the bytes of every token as the model's runtime spells them
+    /// (llama.cpp's `token_to_piece`, say); `special[id]` marks control tokens.
+    pub fn from_token_bytes(tokens: Vec<Vec<u8>>, special: &[bool], eos_ids: Vec<u32>) -> Self {
+        let kinds = (0..tokens.len())
+            .map(|id| {
+                if special.get(id).copied().unwrap_or(false) {
+                    TokenKind::Special
+                } else {
+                    TokenKind::Normal
+                }
+            })
+            .collect();
+        Self {
+            bytes: tokens,
+            kinds,
+            eos_ids,
+        }
+    }
+
     /// Builds a vocabulary from a `tokenizers` tokenizer (feature `tokenizers`), detecting the byte encoding from its
     /// decoder (byte-level) or model (byte-fallback BPE / SentencePiece metaspace).
     #[cfg(feature = "tokenizers")]

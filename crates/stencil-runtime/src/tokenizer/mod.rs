@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use stencil_vocab::Vocab;
 
-use crate::error::{io_err, Result, RuntimeError};
+use crate::error::{Result, RuntimeError};
 use special::{Piece, SpecialText};
 
 /// A model tokenizer with byte-exact token forms and special-token facts.
@@ -88,33 +88,9 @@ impl Tokenizer {
     pub fn from_hf_files(tokenizer_json: &Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(tokenizer_json)
             .map_err(|e| RuntimeError::Tokenizer(format!("{}: {e}", tokenizer_json.display())))?;
-        let dir = tokenizer_json.parent().unwrap_or(Path::new("."));
-        let config = read_json_opt(&dir.join("tokenizer_config.json"))?;
-        let gen_config = read_json_opt(&dir.join("generation_config.json"))?;
-        let token_id = |field: &str| -> Option<u32> {
-            let v = config.as_ref()?.get(field)?;
-            let text = v.as_str().or_else(|| v.get("content")?.as_str())?;
-            inner.token_to_id(text)
-        };
-        let bos_id = token_id("bos_token");
-        let eos_id = token_id("eos_token");
-        let mut eos_ids: Vec<u32> = eos_id.into_iter().collect();
-        if let Some(v) = gen_config.as_ref().and_then(|g| g.get("eos_token_id")) {
-            let ids: Vec<u64> = match v {
-                serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_u64()).collect(),
-                other => other.as_u64().into_iter().collect(),
-            };
-            for id in ids {
-                if !eos_ids.contains(&(id as u32)) {
-                    eos_ids.push(id as u32);
-                }
-            }
-        }
-        let add_bos = config
-            .as_ref()
-            .and_then(|c| c.get("add_bos_token")?.as_bool())
-            .unwrap_or(false);
-        Self::from_parts(inner, bos_id, eos_id, eos_ids, add_bos)
+        let ids = stencil_vocab::SpecialIds::read(tokenizer_json, &inner)
+            .map_err(RuntimeError::Tokenizer)?;
+        Self::from_parts(inner, ids.bos, ids.eos, ids.eos_ids, ids.add_bos)
     }
 
     /// Encodes text as text: special-token strings in it (`<|im_end|>`) are spelled with
@@ -225,14 +201,4 @@ impl Tokenizer {
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
-}
-
-fn read_json_opt(path: &Path) -> Result<Option<serde_json::Value>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| RuntimeError::Tokenizer(format!("{}: invalid JSON: {e}", path.display())))
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Python package (crates/stencil-python, PyO3 + maturin, release) into a virtualenv
+# under target/ and runs its tests with pytest: the API, masks identical to the Rust matcher's
+# on a MaskBench sample, real generations through transformers (CPU torch) and
+# llama-cpp-python on the default model, and the vLLM adapter against vLLM's own interface
+# classes. Needs python3, the default model (scripts/fetch-model.sh) and target/debug/stencil
+# (cargo test builds it).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+if ! command -v python3 >/dev/null; then
+  echo "NOTICE: python3 not found; skipping the Python package tests" >&2
+  exit 0
+fi
+venv="$root/target/py-stencil"
+req="crates/stencil-python/tests/requirements.txt"
+# vLLM is installed without its dependencies: its wheels are CUDA builds whose dependency tree
+# includes other constrained-decoding engines; its logits-processor interface imports alone.
+vllm_pin="vllm==0.34.0"
+stamp="$venv/.requirements-$(cat "$req" <(echo "$vllm_pin") | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  # llama.cpp's AMX kernels are off: this CPU family builds them but they are not needed.
+  CMAKE_ARGS="-DGGML_AMX=OFF" "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "$vllm_pin"
+  touch "$stamp"
+fi
+(cd crates/stencil-python && "$venv/bin/maturin" build --release --quiet -o "$root/target/wheels")
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall \
+  "$root"/target/wheels/stencil-*-cp39-abi3-*.whl
+export STENCIL_MODEL="$(scripts/fetch-model.sh)"
+export STENCIL_BIN="${STENCIL_BIN:-$root/target/debug/stencil}"
+export STENCIL_PY_STRICT=1
+cd crates/stencil-python/tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider
