@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 use stencil_grammar::tools::{tool_grammar, ToolChoice, ToolSchema};
 use stencil_grammar::{
@@ -25,18 +25,64 @@ pub struct PyConstraint {
     warnings: Vec<String>,
 }
 
-/// A Python `str` as is, anything else (dict, list, bool) through `json.dumps`.
-fn json_value(py: Python<'_>, what: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
-    let text: String = if let Ok(s) = v.cast::<PyString>() {
-        s.to_cow()?.into_owned()
+/// A Python `str` as JSON text; dicts, lists and scalars converted directly (no JSON text in
+/// between). The error names where in `what` a value is not JSON.
+fn json_value(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return serde_json::from_str(&s.to_cow()?)
+            .map_err(|e| PyValueError::new_err(format!("{what}: invalid JSON: {e}")));
+    }
+    to_json(what, v, 0)
+}
+
+/// Deepest nesting converted (a self-referencing dict would otherwise recurse forever).
+const MAX_DEPTH: usize = 512;
+
+fn to_json(at: &str, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    let not_json = |why: &str| PyTypeError::new_err(format!("{at} is not JSON-serializable: {why}"));
+    if depth > MAX_DEPTH {
+        return Err(not_json("nested too deeply (a cycle?)"));
+    }
+    if v.is_none() {
+        Ok(Value::Null)
+    } else if let Ok(b) = v.cast::<PyBool>() {
+        Ok(Value::Bool(b.is_true()))
+    } else if let Ok(i) = v.cast::<PyInt>() {
+        if let Ok(x) = i.extract::<i64>() {
+            Ok(x.into())
+        } else {
+            i.extract::<u64>()
+                .map(Value::from)
+                .map_err(|_| not_json("an integer outside 64 bits"))
+        }
+    } else if let Ok(f) = v.cast::<PyFloat>() {
+        serde_json::Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| not_json("NaN or infinity"))
+    } else if let Ok(s) = v.cast::<PyString>() {
+        Ok(Value::String(s.to_cow()?.into_owned()))
+    } else if let Ok(d) = v.cast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, x) in d.iter() {
+            let k = k
+                .cast::<PyString>()
+                .map_err(|_| not_json("a key that is not a string"))?
+                .to_cow()?
+                .into_owned();
+            let value = to_json(&format!("{at}/{k}"), &x, depth + 1)?;
+            map.insert(k, value);
+        }
+        Ok(Value::Object(map))
+    } else if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let mut out = Vec::new();
+        for (i, x) in v.try_iter()?.enumerate() {
+            out.push(to_json(&format!("{at}/{i}"), &x?, depth + 1)?);
+        }
+        Ok(Value::Array(out))
     } else {
-        py.import("json")?
-            .call_method1("dumps", (v,))
-            .map_err(|e| PyTypeError::new_err(format!("{what} is not JSON-serializable: {e}")))?
-            .extract()?
-    };
-    serde_json::from_str(&text)
-        .map_err(|e| PyValueError::new_err(format!("{what}: invalid JSON: {e}")))
+        let name = v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        Err(not_json(&format!("a {name}")))
+    }
 }
 
 /// The compile options a keyword set names (the defaults are generation's: integers written
@@ -93,10 +139,10 @@ fn options(
     })
 }
 
-fn tool_choice(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<ToolChoice> {
+fn tool_choice(v: &Bound<'_, PyAny>) -> PyResult<ToolChoice> {
     let v = match v.cast::<PyString>() {
         Ok(s) => Value::String(s.to_cow()?.into_owned()),
-        Err(_) => json_value(py, "tool_choice", v)?,
+        Err(_) => json_value("tool_choice", v)?,
     };
     let named = |v: &Value| {
         v.pointer("/function/name")
@@ -168,7 +214,7 @@ impl PyConstraint {
         max_recursion: Option<u32>,
         format: &str,
     ) -> PyResult<Self> {
-        let schema = json_value(py, "schema", schema)?;
+        let schema = json_value("schema", schema)?;
         let options = options(
             whitespace,
             lenient,
@@ -236,7 +282,7 @@ impl PyConstraint {
     ) -> PyResult<Self> {
         let mut defs = Vec::new();
         for (i, t) in tools.iter().enumerate() {
-            let v = json_value(py, &format!("tools[{i}]"), &t)?;
+            let v = json_value(&format!("tools[{i}]"), &t)?;
             let f = v.get("function").unwrap_or(&v);
             let name = f
                 .get("name")
@@ -245,7 +291,7 @@ impl PyConstraint {
             defs.push((name.to_owned(), f.get("parameters").cloned()));
         }
         let choice = match tool_choice {
-            Some(c) => self::tool_choice(py, c)?,
+            Some(c) => self::tool_choice(c)?,
             None => ToolChoice::Auto,
         };
         if max_calls == 0 {
