@@ -203,7 +203,7 @@ def test_tools_constraint(tok):
     call = json.loads(m.group(1))
     assert call["name"] in ("get_weather", "get_time")
     c = stencil.Constraint.tools(tools, tok, tool_choice={"type": "function", "function": {"name": "get_time"}})
-    assert json.loads(walk(c.matcher(), tok, random.Random(2))[len("<tool_call>\n"):-len("\n</tool_call>")])["name"] == "get_time"
+    assert json.loads(walk(c.matcher(max_tokens=80), tok, random.Random(2))[len("<tool_call>\n"):-len("\n</tool_call>")])["name"] == "get_time"
     with pytest.raises(stencil.SchemaError, match="not among the tools"):
         stencil.Constraint.tools(tools, tok, tool_choice="nope")
     with pytest.raises(ValueError, match=r"tools\[0\] has no function name"):
