@@ -3,16 +3,16 @@
 //! vLLM live there).
 //!
 //! Key types, as Python sees them:
-//! - `Tokenizer` ([`tokenizer::PyTokenizer`]): a vocabulary as bytes plus the model's vocabulary
+//! - `Tokenizer` (`tokenizer::PyTokenizer`): a vocabulary as bytes plus the model's vocabulary
 //!   size (which may exceed the tokenizer's: padding ids are never allowed).
-//! - `Constraint` ([`constraint::PyConstraint`]): compiled once per (constraint, tokenizer),
+//! - `Constraint` (`constraint::PyConstraint`): compiled once per (constraint, tokenizer),
 //!   immutable, shared by any number of matchers and threads.
-//! - `Matcher` ([`matcher::PyMatcher`]): per-sequence state; fills rows of an `int32` token
+//! - `Matcher` (`matcher::PyMatcher`): per-sequence state; fills rows of an `int32` token
 //!   bitmask (bit `i % 32` of word `i // 32` set when token `i` is allowed: the layout XGrammar
 //!   and llguidance use), with the GIL released while it computes.
 //!
 //! Errors raise the exception classes of `stencil.errors` (`SchemaError` with keyword and
-//! JSON pointer, `BudgetError`, `MaskError`), see [`errors`].
+//! JSON pointer, `BudgetError`, `MaskError`), built in the `errors` module.
 
 mod bitmask;
 mod constraint;
