@@ -23,6 +23,10 @@ pub struct BenchArgs {
     /// the aggregate tokens per second.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
+    /// Also report decode ms/token after this many tokens of context (repeatable):
+    /// `decode_ms_at_context` maps each to the median over the runs.
+    #[arg(long)]
+    pub context: Vec<usize>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -32,25 +36,48 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let loaded = args.model.load()?;
-    let text = "The quick brown fox jumps over the lazy dog. ".repeat(args.prompt_tokens);
-    let mut prompt = loaded.tokenizer.encode(&text, true)?;
-    prompt.truncate(args.prompt_tokens.max(1));
+    let longest = args
+        .context
+        .iter()
+        .copied()
+        .fold(args.prompt_tokens, usize::max);
+    let text = BENCH_TEXT.repeat(longest / 8 + 2);
+    let mut tokens = loaded.tokenizer.encode(&text, true)?;
+    tokens.truncate(longest.max(1));
+    let prompt = &tokens[..args.prompt_tokens.clamp(1, tokens.len())];
     let mut prompt_tps = Vec::new();
     let mut decode_ms = Vec::new();
     for _ in 0..args.runs.max(1) {
         let mut session = loaded.model.new_session()?;
         let t = Instant::now();
-        let logits = session.forward(&prompt)?;
+        let logits = session.forward(prompt)?;
         prompt_tps.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
-        let mut next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
-        let t = Instant::now();
-        for _ in 0..args.decode_tokens {
-            let logits = session.forward(&[next])?;
-            next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
-        }
-        decode_ms.push(t.elapsed().as_secs_f64() * 1e3 / args.decode_tokens.max(1) as f64);
+        let next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
+        decode_ms.push(greedy_decode_ms(
+            session.as_mut(),
+            next,
+            args.decode_tokens,
+        )?);
     }
     let decode_ms = median(decode_ms);
+    let mut at_context = serde_json::Map::new();
+    for &n in &args.context {
+        let mut runs = Vec::new();
+        for _ in 0..args.runs.max(1) {
+            let mut session = loaded.model.new_session()?;
+            let logits = session.forward(&tokens[..n.clamp(1, tokens.len())])?;
+            let next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
+            runs.push(greedy_decode_ms(
+                session.as_mut(),
+                next,
+                args.decode_tokens,
+            )?);
+        }
+        at_context.insert(
+            n.to_string(),
+            ((median(runs) * 100.0).round() / 100.0).into(),
+        );
+    }
     let mut summary = serde_json::json!({
         "model": loaded.model.describe(),
         "threads": candle_core_threads(),
@@ -60,8 +87,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         "decode_ms_per_token": (decode_ms * 100.0).round() / 100.0,
         "load_s": (loaded.load_time.as_secs_f64() * 100.0).round() / 100.0,
     });
+    if !at_context.is_empty() {
+        summary["decode_ms_at_context"] = at_context.into();
+    }
     if args.batch > 1 {
-        let step_ms = batch_decode(&loaded, &prompt, args.batch, args.decode_tokens, args.runs)?;
+        let step_ms = batch_decode(&loaded, prompt, args.batch, args.decode_tokens, args.runs)?;
         let tps = args.batch as f64 * 1e3 / step_ms;
         summary["batch"] = args.batch.into();
         summary["batch_decode_ms_per_step"] = ((step_ms * 100.0).round() / 100.0).into();
@@ -70,6 +100,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     println!("{summary}");
     Ok(())
+}
+
+/// The benchmark prompt, repeated to length (`scripts/bench-llama-cpp.py` uses the same text,
+/// so both engines see the same tokens).
+const BENCH_TEXT: &str = "The quick brown fox jumps over the lazy dog. ";
+
+/// Greedy decoding of `steps` tokens after a prompt whose next token is `next`: ms per token.
+fn greedy_decode_ms(
+    session: &mut dyn stencil_runtime::models::Session,
+    mut next: u32,
+    steps: usize,
+) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    for _ in 0..steps {
+        let logits = session.forward(&[next])?;
+        next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64)
 }
 
 /// Median ms per decode step of `batch` sequences (after the same prompt), one batched

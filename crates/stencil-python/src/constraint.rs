@@ -39,7 +39,8 @@ fn json_value(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
 const MAX_DEPTH: usize = 512;
 
 fn to_json(at: &str, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
-    let not_json = |why: &str| PyTypeError::new_err(format!("{at} is not JSON-serializable: {why}"));
+    let not_json =
+        |why: &str| PyTypeError::new_err(format!("{at} is not JSON-serializable: {why}"));
     if depth > MAX_DEPTH {
         return Err(not_json("nested too deeply (a cycle?)"));
     }
@@ -80,7 +81,11 @@ fn to_json(at: &str, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         }
         Ok(Value::Array(out))
     } else {
-        let name = v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        let name = v
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
         Err(not_json(&format!("a {name}")))
     }
 }
