@@ -26,9 +26,12 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "$vllm_pin"
   touch "$stamp"
 fi
-(cd crates/stencil-python && "$venv/bin/maturin" build --release --quiet -o "$root/target/wheels")
+# A folder of its own, emptied first: exactly one wheel, this build's.
+wheels="$root/target/py-stencil-wheel"
+rm -rf "$wheels"
+(cd crates/stencil-python && "$venv/bin/maturin" build --release --quiet -o "$wheels")
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall \
-  "$root"/target/wheels/stencil-*-cp39-abi3-*.whl
+  "$wheels"/stencil-*.whl
 export STENCIL_MODEL="$(scripts/fetch-model.sh)"
 export STENCIL_BIN="${STENCIL_BIN:-$root/target/debug/stencil}"
 export STENCIL_PY_STRICT=1
