@@ -69,7 +69,8 @@ pub fn check_tool_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<
 }
 
 /// Compiles the output grammar for `tools` under `mode`, with at most `max_calls` calls in
-/// one response (1: no parallel calls; at least 1). `content` constrains the text part (a JSON
+/// one response (1: no parallel calls; at least 1). A named tool choice asks for exactly one
+/// call of that tool, whatever `max_calls` says. `content` constrains the text part (a JSON
 /// Schema response format, say); without it the text is free (minus the call tag).
 pub fn tool_grammar(
     tools: &[ToolSchema],
@@ -125,12 +126,16 @@ pub fn tool_grammar(
         Expr::literal("}"),
         Expr::literal(CALL_CLOSE),
     ]));
+    let max_calls = match mode {
+        ToolChoice::Named(_) => 1,
+        _ => max_calls.max(1),
+    };
     let calls = Expr::concat([
         call.clone(),
         Expr::repeat(
             Expr::concat([Expr::literal("\n"), call]),
             0,
-            Some(max_calls.max(1) - 1),
+            Some(max_calls - 1),
         ),
     ]);
     let text = match content {

@@ -72,6 +72,10 @@ fn each_mode_admits_exactly_its_outputs() {
     let named = g(ToolChoice::Named("count".into()), 4);
     assert!(accepts(&named, &c));
     assert!(!accepts(&named, &w));
+    assert!(
+        !accepts(&named, &format!("{c}\n{c}")),
+        "a named tool choice is one call, whatever max_calls says"
+    );
 
     let auto = g(ToolChoice::Auto, 4);
     assert!(accepts(&auto, "Just text, no call."));

@@ -134,6 +134,20 @@ impl Constraint {
         Matcher::new(self.clone())
     }
 
+    /// A matcher at the start of the output whose output must end within `max_tokens` text
+    /// tokens ([`Matcher::set_token_budget`]), or [`MaskError::BudgetTooSmall`] when even the
+    /// shortest output needs more: the one check before generating under a budget.
+    pub fn matcher_with_budget(self: &Arc<Self>, max_tokens: usize) -> Result<Matcher, MaskError> {
+        let mut m = self.matcher()?;
+        match m.min_tokens_to_finish()? {
+            Some(n) if n <= max_tokens => {
+                m.set_token_budget(Some(max_tokens));
+                Ok(m)
+            }
+            needed => Err(MaskError::BudgetTooSmall { needed, max_tokens }),
+        }
+    }
+
     pub fn trie(&self) -> &Arc<TokenTrie> {
         &self.trie
     }

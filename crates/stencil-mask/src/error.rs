@@ -54,8 +54,25 @@ pub enum MaskError {
     RollbackTooFar { requested: usize, available: usize },
     #[error("token id {token} is outside the vocabulary of {vocab} tokens")]
     UnknownToken { token: u32, vocab: usize },
+    /// A budgeted matcher cannot start (`Constraint::matcher_with_budget`): the shortest
+    /// output the constraint accepts needs more tokens than the budget (`needed`: `None` when
+    /// this vocabulary cannot write any complete output).
+    #[error("{}", budget_message(*needed, *max_tokens))]
+    BudgetTooSmall {
+        needed: Option<usize>,
+        max_tokens: usize,
+    },
     /// A thread panicked while it held this matcher's cache: the cache may be half updated,
     /// so the matcher (and its clones) refuse to go on. Other matchers are unaffected.
     #[error("a previous step of this matcher panicked; start a new matcher")]
     Poisoned,
+}
+
+fn budget_message(needed: Option<usize>, max_tokens: usize) -> String {
+    match needed {
+        Some(n) => format!(
+            "max_tokens is {max_tokens}, but the shortest output the constraint allows takes {n} tokens; raise max_tokens to at least {n}"
+        ),
+        None => "the constraint has no output this model's vocabulary can write".into(),
+    }
 }

@@ -90,6 +90,22 @@ fn to_json(at: &str, v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     }
 }
 
+/// The `whitespace` keyword: "flexible" (the default), "compact", an int maximum of blanks
+/// between tokens, or a regex.
+fn whitespace(w: Option<&Bound<'_, PyAny>>) -> PyResult<Whitespace> {
+    let Some(w) = w else {
+        return Ok(Whitespace::default());
+    };
+    if let Ok(max) = w.extract::<u32>() {
+        return Ok(Whitespace::Flexible { max });
+    }
+    Ok(match w.extract::<String>()?.as_str() {
+        "flexible" => Whitespace::default(),
+        "compact" => Whitespace::Compact,
+        pattern => Whitespace::Pattern(pattern.to_owned()),
+    })
+}
+
 /// The compile options a keyword set names (the defaults are generation's: integers written
 /// plainly, recursion unrolled to `stencil_types::DEFAULT_MAX_RECURSION` levels).
 #[allow(clippy::too_many_arguments)]
@@ -101,20 +117,7 @@ fn options(
     max_recursion: Option<u32>,
     format: &str,
 ) -> PyResult<Options> {
-    let whitespace = match whitespace {
-        None => Whitespace::default(),
-        Some(w) => {
-            if let Ok(max) = w.extract::<u32>() {
-                Whitespace::Flexible { max }
-            } else {
-                match w.extract::<String>()?.as_str() {
-                    "flexible" => Whitespace::default(),
-                    "compact" => Whitespace::Compact,
-                    pattern => Whitespace::Pattern(pattern.to_owned()),
-                }
-            }
-        }
-    };
+    let whitespace = self::whitespace(whitespace)?;
     let property_order = match property_order {
         "schema" => PropertyOrder::Schema,
         "any" => PropertyOrder::Any,
@@ -262,7 +265,10 @@ impl PyConstraint {
         object_only: bool,
         whitespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let options = options(whitespace, false, "schema", true, None, "assert")?;
+        let options = Options {
+            whitespace: self::whitespace(whitespace)?,
+            ..Options::generation()
+        };
         let spec = if object_only {
             ConstraintSpec::AnyJsonObject
         } else {
@@ -302,12 +308,6 @@ impl PyConstraint {
         if max_calls == 0 {
             return Err(PyValueError::new_err("max_calls must be at least 1"));
         }
-        // As the server does: a named tool_choice asks for that one call.
-        let max_calls = if matches!(choice, ToolChoice::Named(_)) {
-            1
-        } else {
-            max_calls
-        };
         Self::build(py, tokenizer, move || {
             let schemas: Vec<ToolSchema> = defs
                 .iter()

@@ -50,29 +50,35 @@ pub fn schema_error(py: Python<'_>, e: &GrammarError) -> PyErr {
         | GrammarError::TooLarge { pointer, .. } => (None, Some(pointer.as_str()), e.to_string()),
         other => (None, None, other.to_string()),
     };
+    schema_exception(py, e.to_string(), keyword, pointer, &reason)
+}
+
+/// A grammar the automaton builder refuses: its grammar error as such (keyword and pointer
+/// kept), or a limit as a `SchemaError` without keyword or pointer.
+pub fn build_error(py: Python<'_>, e: &BuildError) -> PyErr {
+    match e {
+        BuildError::Grammar(g) => schema_error(py, g),
+        other => schema_exception(py, other.to_string(), None, None, &other.to_string()),
+    }
+}
+
+/// `SchemaError(message)` with its `keyword`, `pointer` and `reason` attributes.
+fn schema_exception(
+    py: Python<'_>,
+    message: String,
+    keyword: Option<&str>,
+    pointer: Option<&str>,
+    reason: &str,
+) -> PyErr {
     let opt = |v: Option<&str>| v.map(|v| s(py, v)).unwrap_or_else(|| none(py));
     raise(
         py,
         "SchemaError",
-        e.to_string(),
+        message,
         &[
             ("keyword", opt(keyword)),
             ("pointer", opt(pointer)),
-            ("reason", s(py, &reason)),
-        ],
-    )
-}
-
-/// A grammar the automaton builder refuses (a limit): `SchemaError` without a pointer.
-pub fn build_error(py: Python<'_>, e: &BuildError) -> PyErr {
-    raise(
-        py,
-        "SchemaError",
-        e.to_string(),
-        &[
-            ("keyword", none(py)),
-            ("pointer", none(py)),
-            ("reason", s(py, &e.to_string())),
+            ("reason", s(py, reason)),
         ],
     )
 }
@@ -87,28 +93,21 @@ pub fn mask_error_in_row(py: Python<'_>, row: usize, e: &MaskError) -> PyErr {
     raise(py, "MaskError", format!("row {row}: {e}"), &[])
 }
 
-/// A token budget the constraint cannot be completed within: `BudgetError` with
-/// `min_tokens` (None when the output cannot be completed at all) and `max_tokens`.
-pub fn budget_error(py: Python<'_>, min_tokens: Option<usize>, max_tokens: usize) -> PyErr {
-    let message = match min_tokens {
-        Some(min) => format!(
-            "max_tokens={max_tokens} is too small: the shortest output this constraint accepts needs {min} tokens"
-        ),
-        None => "the constraint cannot be completed from here".to_string(),
-    };
-    let min = match min_tokens {
-        Some(m) => m.into_pyobject(py).expect("int").into_any().unbind(),
-        None => none(py),
-    };
-    let max = max_tokens
-        .into_pyobject(py)
-        .expect("int")
-        .into_any()
-        .unbind();
+/// A budget the constraint cannot be completed within (`e`, a `MaskError::BudgetTooSmall`):
+/// `BudgetError` with `min_tokens` (None when the output cannot be completed at all) and
+/// `max_tokens`.
+pub fn budget_error(
+    py: Python<'_>,
+    e: &MaskError,
+    min_tokens: Option<usize>,
+    max_tokens: usize,
+) -> PyErr {
+    let int = |n: usize| n.into_pyobject(py).expect("int").into_any().unbind();
+    let min = min_tokens.map(int).unwrap_or_else(|| none(py));
     raise(
         py,
         "BudgetError",
-        message,
-        &[("min_tokens", min), ("max_tokens", max)],
+        e.to_string(),
+        &[("min_tokens", min), ("max_tokens", int(max_tokens))],
     )
 }

@@ -19,7 +19,6 @@ use crate::tokenizer::TokenizerData;
 #[pyclass(name = "Matcher", module = "stencil")]
 pub struct PyMatcher {
     matcher: Matcher,
-    constraint: Arc<Constraint>,
     tokenizer: Arc<TokenizerData>,
     max_tokens: Option<usize>,
     /// Scratch for the next mask (vocabulary-sized, reused).
@@ -33,7 +32,6 @@ impl PyMatcher {
         let matcher = start(py, &c.inner, max_tokens)?;
         Ok(Self {
             matcher,
-            constraint: c.inner.clone(),
             tokenizer: c.tokenizer.clone(),
             max_tokens,
             mask: TokenSet::new(c.tokenizer.trie.vocab_size()),
@@ -49,22 +47,19 @@ impl PyMatcher {
     }
 }
 
-/// A matcher at the start, under `max_tokens` if given (checked against the shortest output).
+/// A matcher at the start, under `max_tokens` if given (`BudgetError` when even the shortest
+/// output needs more).
 fn start(py: Python<'_>, c: &Arc<Constraint>, max_tokens: Option<usize>) -> PyResult<Matcher> {
-    py.detach(
-        || -> Result<Result<Matcher, (Option<usize>, usize)>, MaskError> {
-            let mut m = c.matcher()?;
-            if let Some(max) = max_tokens {
-                match m.min_tokens_to_finish()? {
-                    Some(min) if min <= max => m.set_token_budget(Some(max)),
-                    min => return Ok(Err((min, max))),
-                }
-            }
-            Ok(Ok(m))
-        },
-    )
-    .map_err(|e| mask_error(py, &e))?
-    .map_err(|(min, max)| budget_error(py, min, max))
+    py.detach(|| match max_tokens {
+        Some(max) => c.matcher_with_budget(max),
+        None => c.matcher(),
+    })
+    .map_err(|e| match e {
+        MaskError::BudgetTooSmall { needed, max_tokens } => {
+            budget_error(py, &e, needed, max_tokens)
+        }
+        e => mask_error(py, &e),
+    })
 }
 
 /// Why a fast-forward failed: a matcher step, or the tokenizer.
@@ -196,7 +191,7 @@ impl PyMatcher {
 
     /// Back to the start of the output (same constraint and `max_tokens`).
     fn reset(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.matcher = start(py, &self.constraint, self.max_tokens)?;
+        self.matcher = start(py, &self.matcher.constraint().clone(), self.max_tokens)?;
         Ok(())
     }
 

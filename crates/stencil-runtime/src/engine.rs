@@ -305,9 +305,8 @@ impl ChatEngine {
                 warnings: vec![],
             }
         } else {
-            // A named tool_choice asks for that one call.
-            let parallel = req.parallel_tool_calls && !matches!(choice, ToolChoice::Named(_));
-            let max_calls = if parallel {
+            // A named tool_choice is one call whatever this says (`tool_grammar`).
+            let max_calls = if req.parallel_tool_calls {
                 req.max_tool_calls.max(1)
             } else {
                 1

@@ -36,7 +36,7 @@ pub enum RuntimeError {
     },
     #[error("the prompt is empty and the model has no BOS token to start from: give it some text")]
     EmptyPrompt,
-    #[error("{}", budget_message(*needed, *max_tokens))]
+    #[error("{}", stencil_mask::MaskError::BudgetTooSmall { needed: *needed, max_tokens: *max_tokens })]
     BudgetTooSmall {
         /// Tokens of the shortest output known (`None`: the constraint cannot be completed
         /// by this vocabulary).
@@ -79,15 +79,6 @@ fn context_message(tokens: usize, context: usize, reserved: usize) -> String {
         format!("the prompt is {tokens} tokens, but the model's context is {context} tokens and at least one token must be left for the output")
     } else {
         format!("the prompt is {tokens} tokens and max_tokens asks for {reserved} more, {} in all, but the model's context is {context} tokens: shorten the prompt or lower max_tokens", tokens + reserved)
-    }
-}
-
-fn budget_message(needed: Option<usize>, max_tokens: usize) -> String {
-    match needed {
-        Some(n) => format!(
-            "max_tokens is {max_tokens}, but the shortest output the constraint allows takes {n} tokens; raise max_tokens to at least {n}"
-        ),
-        None => "the constraint has no output this model's vocabulary can write".into(),
     }
 }
 

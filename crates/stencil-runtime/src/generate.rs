@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stencil_mask::{Constraint, Matcher, TokenSet};
+use stencil_mask::{Constraint, MaskError, Matcher, TokenSet};
 use stencil_types::GenerateParams;
 use stencil_types::{Timings, Usage};
 use stencil_vocab::TokenKind;
@@ -105,11 +105,7 @@ impl<'m> Generator<'m> {
         let sampler = Sampler::new(params.sampling.clone())?;
         let max_tokens = params.max_tokens.min(context - prompt.len());
         let mut matcher = match constraint {
-            Some(c) => {
-                let mut m = budgeted_matcher(c, max_tokens)?;
-                m.set_token_budget(Some(max_tokens));
-                Some(m)
-            }
+            Some(c) => Some(budgeted_matcher(c, max_tokens)?),
             None => None,
         };
         let mut mask = TokenSet::new(if matcher.is_some() {
@@ -326,15 +322,18 @@ impl Iterator for Generator<'_> {
     }
 }
 
-/// A matcher at the start of `constraint`, or [`RuntimeError::BudgetTooSmall`] when its
-/// shortest output does not fit in `max_tokens` (the one check of generation and of
-/// `ChatEngine::prepare`).
+/// A matcher at the start of `constraint` under a budget of `max_tokens`, or
+/// [`RuntimeError::BudgetTooSmall`] when its shortest output does not fit
+/// (`Constraint::matcher_with_budget`, for generation and for `ChatEngine::prepare`).
 pub fn budgeted_matcher(constraint: &Arc<Constraint>, max_tokens: usize) -> Result<Matcher> {
-    let mut m = constraint.matcher()?;
-    match m.min_tokens_to_finish()? {
-        Some(n) if n <= max_tokens => Ok(m),
-        needed => Err(RuntimeError::BudgetTooSmall { needed, max_tokens }),
-    }
+    constraint
+        .matcher_with_budget(max_tokens)
+        .map_err(|e| match e {
+            MaskError::BudgetTooSmall { needed, max_tokens } => {
+                RuntimeError::BudgetTooSmall { needed, max_tokens }
+            }
+            other => other.into(),
+        })
 }
 
 /// Longest repeated unit the loop guard looks for, in tokens.

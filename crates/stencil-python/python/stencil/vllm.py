@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from stencil import _stencil
-from stencil.bitmask import allocate_token_bitmask, fill_next_token_bitmasks, text_budget, unpack_bitmask
+from stencil.bitmask import allocate_token_bitmask, apply_token_bitmask, fill_next_token_bitmasks, text_budget
 from stencil.errors import SchemaError
 
 KINDS = ("json_schema", "regex", "choice", "json_object", "tools")
@@ -182,16 +182,7 @@ class StencilBatch:
         mask.fill(-1)
         if live:
             fill_next_token_bitmasks([rows[k][1] for k in live], mask, live)
-        import torch
-
-        allowed = unpack_bitmask(torch.from_numpy(mask), self.vocab_size).to(logits.device)
-        width = logits.shape[-1]
-        if width > self.vocab_size:
-            pad = torch.zeros(len(rows), width - self.vocab_size, dtype=torch.bool, device=logits.device)
-            allowed = torch.cat([allowed, pad], dim=-1)
-        index = torch.tensor([r for r, _ in rows], device=logits.device)
-        logits[index] = logits[index].masked_fill(~allowed[:, :width], float("-inf"))
-        return logits
+        return apply_token_bitmask(logits, mask, [r for r, _ in rows])
 
     def _catch_up(self, slot, m, out_len, fed, history) -> None:
         """Feeds the slot's matcher the output tokens it has not seen."""
