@@ -314,11 +314,9 @@ fn dump_masks(engine: &Engine, files: &[PathBuf], options: &Options, out: &Path)
                 m.compute_mask(&mut mask)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
                 record.push(tok);
-                let bits = mask.words();
-                record.extend(
-                    (0..words)
-                        .map(|k| bits.get(k / 2).map_or(0, |&b| (b >> (32 * (k % 2))) as u32)),
-                );
+                let at = record.len();
+                record.resize(at + words, 0);
+                mask.write_u32_words(&mut record[at..]);
                 if !mask.contains(tok) || m.commit(tok).is_err() {
                     break;
                 }

@@ -71,9 +71,25 @@ impl TokenSet {
         self.words.copy_from_slice(&other.words);
     }
 
-    /// The bits: id `i` is bit `i % 64` of word `i / 64` (bits past `len` are zero).
-    pub fn words(&self) -> &[u64] {
-        &self.words
+    /// Writes the set into `out` as 32-id words, id `i` being bit `i % 32` of word `i / 32`
+    /// (the token-bitmask layout of XGrammar and llguidance); words past the set are zero.
+    pub fn write_u32_words(&self, out: &mut [u32]) {
+        // Ids 64j.. are u64 word j: its low half is u32 word 2j, its high half word 2j + 1.
+        let mut pairs = out.chunks_exact_mut(2);
+        let mut written = 0;
+        for (pair, &b) in (&mut pairs).zip(&self.words) {
+            pair[0] = b as u32;
+            pair[1] = (b >> 32) as u32;
+            written += 2;
+        }
+        if let (Some(last), Some(&b)) = (
+            pairs.into_remainder().first_mut(),
+            self.words.get(written / 2),
+        ) {
+            *last = b as u32;
+            written += 1;
+        }
+        out[written..].fill(0);
     }
 
     pub fn count(&self) -> usize {
@@ -93,5 +109,30 @@ impl TokenSet {
                 Some(i as u32 * 64 + b)
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TokenSet;
+
+    #[test]
+    fn u32_words_put_id_i_at_bit_i_mod_32_of_word_i_div_32() {
+        for len in [1usize, 31, 32, 33, 64, 65, 96, 100] {
+            let mut set = TokenSet::new(len);
+            let ids: Vec<u32> = (0..len as u32)
+                .filter(|i| i % 3 == 0 || i % 7 == 1)
+                .collect();
+            ids.iter().for_each(|&i| set.insert(i));
+            // Rows as wide as needed, one odd word wider, and padded by three words.
+            for width in [len.div_ceil(32), len.div_ceil(32) + 1, len.div_ceil(32) + 3] {
+                let mut out = vec![u32::MAX; width];
+                set.write_u32_words(&mut out);
+                let got: Vec<u32> = (0..width as u32 * 32)
+                    .filter(|&i| out[i as usize / 32] >> (i % 32) & 1 == 1)
+                    .collect();
+                assert_eq!(got, ids, "len {len}, width {width}");
+            }
+        }
     }
 }

@@ -105,21 +105,7 @@ impl Bitmask {
                 self.words,
             )
         };
-        // Ids 64j.. are u64 word j: its low half is u32 word 2j, its high half word 2j + 1.
-        let bits = set.words();
-        let mut pairs = row.chunks_exact_mut(2);
-        let mut written = 0;
-        for (pair, &b) in (&mut pairs).zip(bits) {
-            pair[0] = b as u32;
-            pair[1] = (b >> 32) as u32;
-            written += 2;
-        }
-        if let (Some(last), Some(&b)) = (pairs.into_remainder().first_mut(), bits.get(written / 2))
-        {
-            *last = b as u32;
-            written += 1;
-        }
-        row[written..].fill(0);
+        set.write_u32_words(row);
     }
 }
 
