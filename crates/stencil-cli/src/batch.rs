@@ -96,7 +96,9 @@ pub fn run(args: BatchArgs) -> anyhow::Result<()> {
                 let success = result.is_ok();
                 match result {
                     Ok(response) => record["response"] = json!(response),
-                    Err(e) => record["error"] = json!(e.body().error),
+                    Err(e) => {
+                        record["error"] = json!(stencil_openai::error::ErrorBody::from(&e).error)
+                    }
                 }
                 if tx.send((at, record, success)).is_err() {
                     break;

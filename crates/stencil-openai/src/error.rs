@@ -1,18 +1,7 @@
-//! API errors: the OpenAI error object and its HTTP status.
+//! API errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 
 use serde::{Deserialize, Serialize};
-use stencil_types::{RequestError, RequestField};
-
-/// An error as the API reports it: `{"error": {"message", "type", "param", "code"}}`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ApiError {
-    pub status: u16,
-    pub message: String,
-    pub kind: &'static str,
-    pub param: Option<String>,
-    pub code: Option<String>,
-}
+pub use stencil_types::api::{ApiError, ErrorFields};
 
 /// The JSON body of an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,97 +20,20 @@ pub struct ErrorObject {
     pub code: Option<serde_json::Value>,
 }
 
-/// The request fields an error about the constraint or the prompt is reported against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ErrorFields {
-    /// The field the constraint came from (`response_format`, `guided_json`, `tools`...).
-    pub constraint: &'static str,
-    /// `messages` (chat) or `prompt` (completions).
-    pub prompt: &'static str,
-}
-
-impl ApiError {
-    /// 400 about one request field.
-    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            status: 400,
-            message: message.into(),
-            kind: "invalid_request_error",
-            param: Some(param.into()),
-            code: None,
-        }
-    }
-
-    pub fn with_code(mut self, code: &str) -> Self {
-        self.code = Some(code.to_string());
-        self
-    }
-
-    pub fn unauthorized() -> Self {
-        Self {
-            status: 401,
-            message: "missing or wrong API key: send `Authorization: Bearer <key>`".into(),
-            kind: "authentication_error",
-            param: None,
-            code: Some("invalid_api_key".into()),
-        }
-    }
-
-    pub fn not_found(message: impl Into<String>, code: &str) -> Self {
-        Self {
-            status: 404,
-            message: message.into(),
-            kind: "invalid_request_error",
-            param: None,
-            code: Some(code.into()),
-        }
-    }
-
-    pub fn overloaded(status: u16, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-            kind: "server_overloaded",
-            param: None,
-            code: None,
-        }
-    }
-
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self {
-            status: 500,
-            message: message.into(),
-            kind: "server_error",
-            param: None,
-            code: None,
-        }
-    }
-
-    /// A request that breaks an engine rule, reported against the request's own field;
-    /// `prompt` names the field a conversation error is about (`messages` or `prompt`).
-    pub fn from_request(e: &RequestError, prompt: &'static str) -> Self {
-        let param = match e.field {
-            RequestField::Messages => prompt,
-            RequestField::Tools => "tools",
-            RequestField::ToolChoice => "tool_choice",
-            RequestField::Sampling(name) => name,
-            _ => prompt,
-        };
-        Self::invalid(param, e.to_string())
-    }
-
-    pub fn body(&self) -> ErrorBody {
+impl From<&ApiError> for ErrorBody {
+    fn from(e: &ApiError) -> Self {
         ErrorBody {
             error: ErrorObject {
-                message: self.message.clone(),
-                kind: Some(self.kind.to_string()),
-                param: self.param.clone(),
-                code: self.code.clone().map(serde_json::Value::String),
+                message: e.message.clone(),
+                kind: Some(e.kind.to_string()),
+                param: e.param.clone(),
+                code: e.code.clone().map(serde_json::Value::String),
             },
         }
     }
+}
 
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.body()).expect("errors serialize")
-    }
+/// An error's OpenAI JSON body as text.
+pub fn error_json(e: &ApiError) -> String {
+    serde_json::to_string(&ErrorBody::from(e)).expect("errors serialize")
 }

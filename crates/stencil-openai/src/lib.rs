@@ -39,6 +39,7 @@ pub mod client;
 pub mod error;
 pub mod request;
 pub mod response;
+pub mod responses;
 pub mod sse;
 
 pub use error::ApiError;

@@ -423,6 +423,7 @@ impl ChatEngine {
             content,
             tool_calls,
             finish_reason,
+            stop_sequence: generation.matched_stop.clone(),
             usage: generation.usage,
             timings: generation.timings,
             forced_tokens: generation.forced_tokens,

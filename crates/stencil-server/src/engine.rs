@@ -28,6 +28,27 @@ pub trait Engine: Send + Sync + 'static {
     fn batch_stats(&self) -> Option<BatchStats> {
         None
     }
+    /// What model listings (`/api/tags`, `/api/show`) say about the model.
+    fn model_facts(&self) -> ModelFacts {
+        ModelFacts::default()
+    }
+}
+
+/// Facts about the served model, for model listings.
+#[derive(Debug, Clone, Default)]
+pub struct ModelFacts {
+    /// `gguf` or `safetensors`.
+    pub format: String,
+    /// The architecture (`llama`).
+    pub family: String,
+    /// How the weights are held (`Q8_0 (from Q4_1)`).
+    pub weights: String,
+    /// Size of the weights file in bytes.
+    pub size: u64,
+    pub modified_at: Option<std::time::SystemTime>,
+    /// The chat template source.
+    pub template: Option<String>,
+    pub context_length: usize,
 }
 
 impl Engine for ChatEngine {
@@ -58,5 +79,30 @@ impl Engine for ChatEngine {
 
     fn batch_stats(&self) -> Option<BatchStats> {
         ChatEngine::batch_stats(self)
+    }
+
+    fn model_facts(&self) -> ModelFacts {
+        let (format, path) = match &self.loaded.files {
+            stencil_runtime::hub::ModelFiles::Gguf(p) => ("gguf", p),
+            stencil_runtime::hub::ModelFiles::Safetensors(p) => ("safetensors", p),
+        };
+        let meta = std::fs::metadata(path).ok();
+        // `describe` reads "llama (GGUF, Q8_0 ...)".
+        let described = self.loaded.model.describe();
+        let (family, rest) = described.split_once(' ').unwrap_or((&described, ""));
+        let weights = rest
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .split_once(", ")
+            .map_or("", |(_, w)| w);
+        ModelFacts {
+            format: format.into(),
+            family: family.into(),
+            weights: weights.into(),
+            size: meta.as_ref().map_or(0, |m| m.len()),
+            modified_at: meta.and_then(|m| m.modified().ok()),
+            template: self.loaded.template_source.clone(),
+            context_length: self.loaded.model.context_length(),
+        }
     }
 }

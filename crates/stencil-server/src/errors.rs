@@ -25,10 +25,10 @@ pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
             ApiError::invalid(fields.constraint, msg).with_code("constraint_too_complex")
         }
         RuntimeError::BudgetTooSmall { .. } => {
-            ApiError::invalid("max_tokens", msg).with_code("max_tokens_too_small")
+            ApiError::invalid(fields.max_tokens, msg).with_code("max_tokens_too_small")
         }
         RuntimeError::KvCacheTooSmall { .. } => {
-            ApiError::invalid("max_tokens", msg).with_code("kv_cache_too_small")
+            ApiError::invalid(fields.max_tokens, msg).with_code("kv_cache_too_small")
         }
         RuntimeError::Timeout(_) => ApiError {
             status: 504,
@@ -45,5 +45,39 @@ pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
             code: None,
         },
         _ => ApiError::internal(msg),
+    }
+}
+
+/// Which API's shapes a route speaks: its error bodies follow them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `{"error": {"message", "type", "param", "code"}}` (Chat Completions, Responses, models).
+    OpenAi,
+    /// `{"type": "error", "error": {"type", "message"}}` (`/v1/messages`).
+    Anthropic,
+    /// `{"error": "message"}` (`/api/…`).
+    Ollama,
+}
+
+impl Api {
+    /// The API a path belongs to.
+    pub(crate) fn for_path(path: &str) -> Api {
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+            Api::Anthropic
+        } else if path == "/api" || path.starts_with("/api/") {
+            Api::Ollama
+        } else {
+            Api::OpenAi
+        }
+    }
+
+    /// An error's body in this API's shape.
+    pub(crate) fn error_body(self, e: &ApiError) -> serde_json::Value {
+        match self {
+            Api::OpenAi => serde_json::to_value(stencil_openai::error::ErrorBody::from(e))
+                .expect("errors serialize"),
+            Api::Anthropic => stencil_anthropic::response::error_body(e),
+            Api::Ollama => stencil_ollama::response::error_body(e),
+        }
     }
 }

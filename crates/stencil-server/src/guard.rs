@@ -10,8 +10,11 @@
 //!    (`OPTIONS`) is answered only for them. No origin is allowed by default.
 //! 3. **Content-Type**: a POST body must be `application/json` (415 otherwise), which no web
 //!    page can send cross-origin without a preflight.
-//! 4. **API key** (when set): `Authorization: Bearer <key>` on `/v1`, the scheme matched
-//!    case-insensitively (RFC 7235), the key compared in constant time.
+//! 4. **API key** (when set): `Authorization: Bearer <key>` (the scheme matched
+//!    case-insensitively, RFC 7235) or Anthropic's `x-api-key: <key>` on `/v1` and `/api`, the
+//!    key compared in constant time.
+//!
+//! Refusals are written in the shape of the API the path belongs to.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -22,6 +25,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use stencil_openai::ApiError;
 
+use crate::errors::Api;
 use crate::handlers::ErrorResponse;
 use crate::AppState;
 
@@ -32,11 +36,13 @@ pub(crate) async fn guard(
     next: Next,
 ) -> Response {
     let config = &state.config;
+    let api = Api::for_path(req.uri().path());
     let headers = req.headers();
     if let Some(host) = headers.get(header::HOST) {
         let host = host.to_str().unwrap_or_default();
         if !host_allowed(host, &config.allowed_hosts) {
             return refuse(
+                api,
                 StatusCode::FORBIDDEN,
                 format!("Host `{host}` is not allowed: this server answers requests for localhost and IP addresses; start it with --allowed-host {} to serve that name", host_name(host)),
                 "host_not_allowed",
@@ -49,6 +55,7 @@ pub(crate) async fn guard(
             let text = o.to_str().unwrap_or_default();
             if !origin_allowed(text, headers, &config.cors_origins) {
                 return refuse(
+                api,
                     StatusCode::FORBIDDEN,
                     format!("requests from web pages at `{text}` are refused; start the server with --cors-origin {text} to allow that origin"),
                     "origin_not_allowed",
@@ -69,7 +76,9 @@ pub(crate) async fn guard(
         );
         h.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type"),
+            HeaderValue::from_static(
+                "authorization, content-type, x-api-key, anthropic-version, anthropic-beta",
+            ),
         );
         h.insert(
             header::ACCESS_CONTROL_MAX_AGE,
@@ -84,6 +93,7 @@ pub(crate) async fn guard(
                 format!("Content-Type `{}`", v.to_str().unwrap_or("?"))
             });
         return refuse(
+                api,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("the request body must be sent as `Content-Type: application/json` (got {got}; with curl add -H 'Content-Type: application/json')"),
             "unsupported_media_type",
@@ -99,14 +109,21 @@ pub(crate) async fn guard(
 /// `Authorization: Bearer <key>` on `/v1` routes when the server has a key.
 pub(crate) async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if let Some(key) = &state.config.api_key {
-        if req.uri().path().starts_with("/v1") {
-            let given = req
-                .headers()
+        let path = req.uri().path();
+        if path.starts_with("/v1") || path.starts_with("/api") {
+            let h = req.headers();
+            let bearer = h
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(bearer_token);
-            if !given.is_some_and(|k| same_secret(k.as_bytes(), key.as_bytes())) {
-                return ErrorResponse(ApiError::unauthorized()).into_response();
+            let x_api_key = h.get("x-api-key").and_then(|v| v.to_str().ok());
+            let ok = [bearer, x_api_key]
+                .into_iter()
+                .flatten()
+                .any(|k| same_secret(k.trim().as_bytes(), key.as_bytes()));
+            if !ok {
+                return ErrorResponse(Api::for_path(path), ApiError::unauthorized())
+                    .into_response();
             }
         }
     }
@@ -131,14 +148,17 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-fn refuse(status: StatusCode, message: String, code: &str) -> Response {
-    ErrorResponse(ApiError {
-        status: status.as_u16(),
-        message,
-        kind: "invalid_request_error",
-        param: None,
-        code: Some(code.into()),
-    })
+fn refuse(api: Api, status: StatusCode, message: String, code: &str) -> Response {
+    ErrorResponse(
+        api,
+        ApiError {
+            status: status.as_u16(),
+            message,
+            kind: "invalid_request_error",
+            param: None,
+            code: Some(code.into()),
+        },
+    )
     .into_response()
 }
 

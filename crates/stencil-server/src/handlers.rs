@@ -1,15 +1,15 @@
-//! HTTP handlers. Every error leaves through [`ErrorResponse`] as the OpenAI error object.
+//! The OpenAI handlers and what every API's handlers share: reading the body, admission
+//! (prepare on the prepare thread, then queue), the model check. Every error leaves through
+//! [`ErrorResponse`], in the shape of the API the route speaks.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 use stencil_openai::error::ErrorFields;
 use stencil_openai::request::{chat_request, completion_request, ValidRequest};
@@ -18,20 +18,22 @@ use stencil_openai::ApiError;
 use tokio::sync::mpsc;
 
 use crate::chunks::{ChunkWriter, Endpoint};
+use crate::errors::Api;
+use crate::framing::{data, frames, sse};
 use crate::worker::{JobEvent, SubmitError};
 use crate::{api_error, AppState};
 
-/// An [`ApiError`] as an HTTP response.
-pub(crate) struct ErrorResponse(pub ApiError);
+/// An [`ApiError`] as an HTTP response, in `Api`'s shape.
+pub(crate) struct ErrorResponse(pub Api, pub ApiError);
 
 impl IntoResponse for ErrorResponse {
     fn into_response(self) -> Response {
         let status =
-            StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            StatusCode::from_u16(self.1.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut r = (
             status,
             [(header::CONTENT_TYPE, "application/json")],
-            self.0.to_json(),
+            self.0.error_body(&self.1).to_string(),
         )
             .into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
@@ -97,12 +99,12 @@ pub(crate) async fn model(
 ) -> Response {
     match served(&state, &id) {
         Ok(()) => axum::Json(model_card(&id)).into_response(),
-        Err(e) => ErrorResponse(e).into_response(),
+        Err(e) => ErrorResponse(Api::OpenAi, e).into_response(),
     }
 }
 
 /// Whether `name` is the served model or one of its aliases (404 `model_not_found` if not).
-fn served(state: &AppState, name: &str) -> Result<(), ApiError> {
+pub(crate) fn served(state: &AppState, name: &str) -> Result<(), ApiError> {
     if name == state.model_id || state.config.model_aliases.iter().any(|a| a == name) {
         return Ok(());
     }
@@ -116,10 +118,10 @@ fn served(state: &AppState, name: &str) -> Result<(), ApiError> {
 }
 
 pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
-    ErrorResponse(ApiError::not_found(
-        format!("no route {method} {}", uri.path()),
-        "unknown_route",
-    ))
+    ErrorResponse(
+        Api::for_path(uri.path()),
+        ApiError::not_found(format!("no route {method} {}", uri.path()), "unknown_route"),
+    )
     .into_response()
 }
 
@@ -129,7 +131,7 @@ pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
         format!("{method} is not allowed on {}", uri.path()),
     );
     e.status = 405;
-    ErrorResponse(e).into_response()
+    ErrorResponse(Api::for_path(uri.path()), e).into_response()
 }
 
 pub(crate) async fn chat_completions(
@@ -146,7 +148,10 @@ pub(crate) async fn completions(
     handle(state, body, Endpoint::Completions).await
 }
 
-fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+pub(crate) fn read_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             let mut e = ApiError::invalid(
@@ -167,7 +172,7 @@ fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Va
         .map_err(|e| ApiError::invalid("body", format!("the request body is not valid JSON: {e}")))
 }
 
-fn submit_error(e: SubmitError) -> ApiError {
+pub(crate) fn submit_error(e: SubmitError) -> ApiError {
     match e {
         SubmitError::QueueFull => {
             ApiError::overloaded(429, "the server's request queue is full; retry shortly")
@@ -176,29 +181,50 @@ fn submit_error(e: SubmitError) -> ApiError {
     }
 }
 
-/// Check, prepare and queue a request; returns it and its event channel.
-async fn admit(
+/// A queued generation: its events, and the prompt's length in tokens.
+pub(crate) struct Admitted {
+    pub events: mpsc::Receiver<JobEvent>,
+    pub prompt_tokens: usize,
+}
+
+/// Prepares (constraint compile, prompt) and queues a checked request of any API; errors are
+/// reported against that API's fields.
+pub(crate) async fn admit(
+    state: &AppState,
+    mut request: stencil_types::ChatRequest,
+    fields: ErrorFields,
+) -> Result<Admitted, ApiError> {
+    request.timeout = Some(state.config.request_timeout);
+    let prepared = state
+        .workers
+        .prepare(request)
+        .await
+        .map_err(submit_error)?
+        .map_err(|e| api_error(&e, fields))?;
+    let prompt_tokens = prepared.prompt.tokens.len();
+    let events = state.workers.run(prepared).map_err(submit_error)?;
+    Ok(Admitted {
+        events,
+        prompt_tokens,
+    })
+}
+
+/// Checks and queues a Chat Completions or Completions request.
+async fn admit_openai(
     state: &AppState,
     body: Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Result<(ValidRequest, mpsc::Receiver<JobEvent>), ApiError> {
     let value = read_body(state, body)?;
-    let mut valid = match endpoint {
+    let valid = match endpoint {
         Endpoint::Chat => chat_request(&value)?,
         Endpoint::Completions => completion_request(&value)?,
     };
     if let Some(m) = &valid.model {
         served(state, m)?;
     }
-    valid.request.timeout = Some(state.config.request_timeout);
-    let prepared = state
-        .workers
-        .prepare(valid.request.clone())
-        .await
-        .map_err(submit_error)?
-        .map_err(|e| api_error(&e, valid.error_fields()))?;
-    let rx = state.workers.run(prepared).map_err(submit_error)?;
-    Ok((valid, rx))
+    let admitted = admit(state, valid.request.clone(), valid.error_fields()).await?;
+    Ok((valid, admitted.events))
 }
 
 async fn handle(
@@ -206,9 +232,9 @@ async fn handle(
     body: Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Response {
-    let (valid, rx) = match admit(&state, body, endpoint).await {
+    let (valid, rx) = match admit_openai(&state, body, endpoint).await {
         Ok(x) => x,
-        Err(e) => return ErrorResponse(e).into_response(),
+        Err(e) => return ErrorResponse(Api::OpenAi, e).into_response(),
     };
     let writer = ChunkWriter {
         endpoint,
@@ -225,12 +251,16 @@ async fn handle(
 }
 
 fn new_id(endpoint: Endpoint) -> String {
-    let id = stencil_runtime::tools::new_call_id();
-    let suffix = id.trim_start_matches("call_");
     match endpoint {
-        Endpoint::Chat => format!("chatcmpl-{suffix}"),
-        Endpoint::Completions => format!("cmpl-{suffix}"),
+        Endpoint::Chat => unique_id("chatcmpl-"),
+        Endpoint::Completions => unique_id("cmpl-"),
     }
+}
+
+/// A fresh id with `prefix` (`msg_`, `resp_`, `chatcmpl-`).
+pub(crate) fn unique_id(prefix: &str) -> String {
+    let id = stencil_runtime::tools::new_call_id();
+    format!("{prefix}{}", id.trim_start_matches("call_"))
 }
 
 /// A non-streamed response: waits for the outcome.
@@ -243,7 +273,7 @@ async fn whole(
         if let JobEvent::Done(result) = e {
             let o = match result {
                 Ok(o) => o,
-                Err(e) => return ErrorResponse(api_error(&e, fields)).into_response(),
+                Err(e) => return ErrorResponse(Api::OpenAi, api_error(&e, fields)).into_response(),
             };
             let body = match writer.endpoint {
                 Endpoint::Chat => serde_json::to_value(ChatCompletion::from_outcome(
@@ -266,52 +296,50 @@ async fn whole(
             return axum::Json(body).into_response();
         }
     }
-    ErrorResponse(ApiError::internal("generation ended without a result")).into_response()
+    ErrorResponse(
+        Api::OpenAi,
+        ApiError::internal("generation ended without a result"),
+    )
+    .into_response()
 }
 
-fn data(v: &Value) -> Result<Event, Infallible> {
-    Ok(Event::default().data(v.to_string()))
-}
-
-/// A streamed response. Dropping it (client gone) drops `rx`, which cancels generation.
+/// A streamed response.
 fn stream(
     state: Arc<AppState>,
     writer: ChunkWriter,
     rx: mpsc::Receiver<JobEvent>,
     fields: ErrorFields,
 ) -> Response {
-    let first: Vec<Result<Event, Infallible>> = writer.start().iter().map(data).collect();
-    let events = futures_util::stream::unfold(Some((rx, writer)), move |st| async move {
-        let (mut rx, writer) = st?;
-        let out: Vec<Result<Event, Infallible>> = match rx.recv().await {
-            Some(JobEvent::Started) => Vec::new(),
-            Some(JobEvent::Event(e)) => writer.event(e).iter().map(data).collect(),
-            Some(JobEvent::Done(Ok(o))) => {
-                let mut v: Vec<_> = writer.finish(&o).iter().map(data).collect();
-                v.push(Ok(Event::default().data("[DONE]")));
-                return Some((v, None));
-            }
-            Some(JobEvent::Done(Err(e))) => {
-                let body = api_error(&e, fields).body();
-                let v = vec![data(&serde_json::to_value(body).expect("errors serialize"))];
-                return Some((v, None));
-            }
-            None => {
-                let body = ApiError::internal("generation stopped unexpectedly").body();
-                let v = vec![data(&serde_json::to_value(body).expect("errors serialize"))];
-                return Some((v, None));
-            }
-        };
-        Some((out, Some((rx, writer))))
+    let first: Vec<Event> = writer.start().iter().map(data).collect();
+    let rest = frames(rx, writer, move |writer, event| match event {
+        Some(JobEvent::Started) => (Vec::new(), false),
+        Some(JobEvent::Event(e)) => (writer.event(e).iter().map(data).collect(), false),
+        Some(JobEvent::Done(Ok(o))) => {
+            let mut v: Vec<_> = writer.finish(&o).iter().map(data).collect();
+            v.push(Event::default().data("[DONE]"));
+            (v, true)
+        }
+        Some(JobEvent::Done(Err(e))) => {
+            let body = Api::OpenAi.error_body(&api_error(&e, fields));
+            (vec![data(&body)], true)
+        }
+        None => {
+            let e = ApiError::internal("generation stopped unexpectedly");
+            (vec![data(&Api::OpenAi.error_body(&e))], true)
+        }
     });
-    let all = futures_util::stream::iter(vec![first])
-        .chain(events)
-        .flat_map(futures_util::stream::iter);
-    Sse::new(all)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.config.keep_alive)
-                .text("keep-alive"),
-        )
-        .into_response()
+    sse(&state, first, rest)
+}
+
+/// Waits for a job's outcome (a non-streamed answer).
+pub(crate) async fn outcome(
+    mut rx: mpsc::Receiver<JobEvent>,
+    fields: ErrorFields,
+) -> Result<stencil_types::ChatOutcome, ApiError> {
+    while let Some(e) = rx.recv().await {
+        if let JobEvent::Done(result) = e {
+            return result.map_err(|e| api_error(&e, fields));
+        }
+    }
+    Err(ApiError::internal("generation ended without a result"))
 }

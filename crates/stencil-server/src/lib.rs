@@ -1,7 +1,12 @@
-//! An OpenAI-compatible HTTP server over an [`Engine`]: a thin axum layer.
+//! An HTTP server over an [`Engine`] speaking the APIs local apps use: a thin axum layer.
 //!
-//! Routes: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
-//! `GET /v1/models/{id}`, `GET /health`. Every request first passes the `guard` module (Host, Origin,
+//! Routes: OpenAI `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`,
+//! `GET /v1/models`, `GET /v1/models/{id}`; Anthropic `POST /v1/messages`; Ollama
+//! `POST /api/chat`, `POST /api/generate`, `GET /api/tags`, `POST /api/show`,
+//! `GET /api/version`; and `GET /health`. Each API's wire crate checks its bodies and writes
+//! its shapes (`stencil-openai`, `stencil-anthropic`, `stencil-ollama`); all of them meet in
+//! one engine request and one event stream, so admission, queueing, cancellation and
+//! [`api_error`] are shared, and errors leave in the shape of the route's API. Every request first passes the `guard` module (Host, Origin,
 //! Content-Type, API key): a web page the user opens cannot drive the local server. Requests are checked by `stencil-openai` (400 naming the field), prepared on
 //! a dedicated thread (constraint compile, prompt), then queued for the generation threads
 //! ([`worker`], one per engine slot; a batching engine runs them in one forward pass per
@@ -11,11 +16,15 @@
 //! that disconnects cancels its generation. Every error body is the OpenAI error object, and
 //! [`api_error`] is the one place runtime errors get a status.
 
+mod anthropic;
 pub mod chunks;
 pub mod engine;
 mod errors;
+mod framing;
 mod guard;
 mod handlers;
+mod ollama;
+mod responses;
 pub mod worker;
 
 use std::net::SocketAddr;
@@ -26,14 +35,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use engine::Engine;
+pub use engine::{Engine, ModelFacts};
 pub use errors::api_error;
 use worker::Workers;
 
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// With a key, every `/v1` request needs `Authorization: Bearer <key>`.
+    /// With a key, every `/v1` and `/api` request needs `Authorization: Bearer <key>` or
+    /// `x-api-key: <key>`.
     pub api_key: Option<String>,
     /// Generation jobs that may wait (beyond the running ones) before 429.
     pub queue: usize,
@@ -87,6 +97,13 @@ pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{id}", get(handlers::model))
+        .route("/v1/responses", post(responses::responses))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/version", get(ollama::version))
         .route("/health", get(handlers::health))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)

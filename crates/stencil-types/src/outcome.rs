@@ -60,6 +60,8 @@ pub struct ChatOutcome {
     pub content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: ChatFinish,
+    /// The stop string that ended the output, when one did.
+    pub stop_sequence: Option<String>,
     pub usage: Usage,
     pub timings: Timings,
     /// Tokens the constraint forced and that were fed without sampling.

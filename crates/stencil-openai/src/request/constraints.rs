@@ -4,11 +4,11 @@
 use serde_json::Value;
 use stencil_types::{json_kind as kind, ConstraintSpec, Whitespace};
 
-use super::fields::{boolean, field, string, Obj};
 use crate::error::ApiError;
+use stencil_types::api::fields::{boolean, field, string, Obj};
 
 /// Parses a JSON Schema given inline or as JSON text (vLLM accepts both for `guided_json`).
-pub(super) fn schema_value(param: &str, v: &Value) -> Result<Value, ApiError> {
+pub(crate) fn schema_value(param: &str, v: &Value) -> Result<Value, ApiError> {
     match v {
         Value::Object(_) | Value::Bool(_) => Ok(v.clone()),
         Value::String(s) => serde_json::from_str(s).map_err(|e| {

@@ -9,15 +9,17 @@
 use serde_json::Value;
 use stencil_types::{
     json_kind as kind, ChatMessage, ChatRequest, GenerateParams, Role, SamplingParams, Tool,
-    ToolChoice,
 };
 
 mod constraints;
-mod fields;
+
+pub(crate) use constraints::schema_value;
 
 use crate::error::{ApiError, ErrorFields};
 use constraints::{constraints, whitespace};
-use fields::{body_object, boolean, field, integer, number, string, Obj};
+use stencil_types::api::fields::{
+    body_object, boolean, field, integer, number, seed, string, string_list, tool_choice, Obj,
+};
 
 /// A checked request: the runtime request plus what the HTTP layer needs.
 #[derive(Debug, Clone)]
@@ -32,11 +34,18 @@ pub struct ValidRequest {
     pub constraint_param: &'static str,
 }
 
-/// Sampling, length and stop fields shared by both endpoints.
-fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiError> {
-    let max = integer(o, "max_completion_tokens", 1, u32::MAX as i64)?
-        .or(integer(o, "max_tokens", 1, u32::MAX as i64)?)
-        .map_or(default_max_tokens, |n| n as usize);
+/// Sampling, length and stop fields shared by every endpoint; the token limit is read from the
+/// first of `max_fields` present.
+pub(crate) fn generation(
+    o: &Obj,
+    default_max_tokens: usize,
+    max_fields: &[&str],
+) -> Result<GenerateParams, ApiError> {
+    let mut max = None;
+    for name in max_fields {
+        max = max.or(integer(o, name, 1, u32::MAX as i64)?);
+    }
+    let max = max.map_or(default_max_tokens, |n| n as usize);
     if let Some(n) = integer(o, "n", 1, 128)
         .map_err(|_| ApiError::invalid("n", "`n` must be 1: one choice per request is supported"))?
     {
@@ -78,43 +87,13 @@ fn generation(o: &Obj, default_max_tokens: usize) -> Result<GenerateParams, ApiE
         },
         min_p: number(o, "min_p", 0.0, 1.0)?.map(|x| x as f32),
         repetition_penalty: number(o, "repetition_penalty", 0.01, 10.0)?.map(|x| x as f32),
-        seed: match field(o, "seed") {
-            None => None,
-            Some(v) => Some(v.as_u64().or(v.as_i64().map(|x| x as u64)).ok_or_else(|| {
-                ApiError::invalid("seed", format!("`seed` must be an integer, not {v}"))
-            })?),
-        },
+        seed: seed(o, "seed")?,
     };
     // A sampling error names its own parameter, never the prompt field.
     sampling
         .validate()
         .map_err(|e| ApiError::from_request(&e, "messages"))?;
-    let stop = match field(o, "stop") {
-        None => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => {
-            if a.len() > 16 {
-                return Err(ApiError::invalid("stop", "`stop` takes at most 16 strings"));
-            }
-            a.iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    s.as_str().map(str::to_string).ok_or_else(|| {
-                        ApiError::invalid("stop", format!("stop[{i}] must be a string, not {s}"))
-                    })
-                })
-                .collect::<Result<_, _>>()?
-        }
-        Some(v) => {
-            return Err(ApiError::invalid(
-                "stop",
-                format!(
-                    "`stop` must be a string or an array of strings, not {}",
-                    kind(v)
-                ),
-            ))
-        }
-    };
+    let stop = string_list(o, "stop", 16)?;
     Ok(GenerateParams {
         max_tokens: max,
         sampling,
@@ -137,7 +116,11 @@ fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> 
             ))
         }
     };
-    let params = generation(o, default_max_tokens)?;
+    let params = generation(
+        o,
+        default_max_tokens,
+        &["max_completion_tokens", "max_tokens"],
+    )?;
     // An explicit max_tokens is a promise of room for the output (OpenAI answers 400 when the
     // prompt leaves less); the default is capped to the room left.
     let reserve_max_tokens =
@@ -183,6 +166,7 @@ impl ValidRequest {
             } else {
                 "messages"
             },
+            max_tokens: "max_tokens",
         }
     }
 }
@@ -239,39 +223,6 @@ fn message(i: usize, m: &Value) -> Result<ChatMessage, ApiError> {
     serde_json::from_value::<ChatMessage>(m.clone()).map_err(|e| bad(format!("messages[{i}]: {e}")))
 }
 
-/// OpenAI's `tool_choice`: `"none" | "auto" | "required"` or the named-function object.
-fn tool_choice(v: &Value) -> Result<ToolChoice, ApiError> {
-    let bad = |m: String| ApiError::invalid("tool_choice", m);
-    match v {
-        Value::String(s) => match s.as_str() {
-            "none" => Ok(ToolChoice::None),
-            "auto" => Ok(ToolChoice::Auto),
-            "required" => Ok(ToolChoice::Required),
-            other => Err(bad(format!(
-                "tool_choice `{other}` is not one of none, auto, required (or a function object)"
-            ))),
-        },
-        Value::Object(o) => {
-            if let Some(t) = o.get("type") {
-                if t != "function" {
-                    return Err(bad(format!(
-                        "tool_choice.type is {t}; expected \"function\""
-                    )));
-                }
-            }
-            o.get("function")
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .map(|name| ToolChoice::Named(name.to_string()))
-                .ok_or_else(|| bad("tool_choice object needs `function.name` (a string)".into()))
-        }
-        other => Err(bad(format!(
-            "tool_choice must be a string or an object, not {}",
-            kind(other)
-        ))),
-    }
-}
-
 /// Checks a `/v1/chat/completions` body.
 pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
     let o = body_object(body)?;
@@ -311,7 +262,7 @@ pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
             .collect::<Result<_, _>>()?;
     }
     if let Some(tc) = field(o, "tool_choice") {
-        v.request.tool_choice = Some(tool_choice(tc)?);
+        v.request.tool_choice = Some(tool_choice("tool_choice", tc)?);
     }
     v.request.parallel_tool_calls = boolean(o, "parallel_tool_calls")?.unwrap_or(true);
     if let Some(n) = integer(o, "stencil_max_tool_calls", 1, 64)? {
@@ -367,7 +318,7 @@ pub fn completion_request(body: &Value) -> Result<ValidRequest, ApiError> {
 mod tests {
     use super::*;
     use serde_json::json;
-    use stencil_types::{ConstraintSpec, Whitespace};
+    use stencil_types::{ConstraintSpec, ToolChoice, Whitespace};
 
     fn err(body: Value) -> ApiError {
         chat_request(&body).unwrap_err()

@@ -2,25 +2,9 @@
 
 use stencil_grammar::tools::{ARGUMENTS_PREFIX, CALL_CLOSE, CALL_OPEN, NAME_PREFIX};
 use stencil_types::ToolCall;
+pub use stencil_types::ToolEvent;
 
 use super::new_call_id;
-
-/// What [`ToolCallParser`] found in a piece of text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolEvent {
-    /// Plain content.
-    Content(String),
-    /// A call starts (its name is complete).
-    CallStart {
-        index: usize,
-        id: String,
-        name: String,
-    },
-    /// More of the call's arguments text.
-    Arguments { index: usize, fragment: String },
-    /// The call is complete.
-    CallEnd { index: usize },
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ParseState {
