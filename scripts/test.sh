@@ -19,8 +19,9 @@ scripts/fetch-model.sh >/dev/null
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc "$@"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-# The server driven by the official `openai` Python client (pip into a virtualenv).
-scripts/openai-client-test.sh
+# The server driven by the official `openai`, `anthropic` and `ollama` Python clients (pip into
+# a virtualenv): Chat Completions, Responses, Messages, Ollama chat/generate.
+scripts/api-clients-test.sh
 # The Python package (maturin build into a virtualenv) and its transformers,
 # llama-cpp-python and vLLM adapters.
 scripts/python-test.sh

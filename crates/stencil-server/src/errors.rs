@@ -6,9 +6,11 @@ use stencil_runtime::RuntimeError;
 
 /// A runtime error in API terms. `fields` names the request's own fields: where its constraint
 /// came from (`response_format`, `guided_json`, `tools`...) and where its prompt did
-/// (`messages` on chat, `prompt` on completions).
+/// (`messages` on chat, `prompt` on completions) and what the token limit is called
+/// (`max_tokens`, `max_output_tokens`, `options.num_predict`).
 pub fn api_error(e: &RuntimeError, fields: ErrorFields) -> ApiError {
-    let msg = e.to_string();
+    // The engine says `max_tokens`; each API has its own name for the limit.
+    let msg = e.to_string().replace("max_tokens", fields.max_tokens);
     match e {
         RuntimeError::Request(r) => ApiError::from_request(r, fields.prompt),
         RuntimeError::Template(_) | RuntimeError::EmptyPrompt => {

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Starts `stencil serve` on a free loopback port and drives it with the official `openai`
-# Python package (installed with pip into a virtualenv under target/), then with 16 concurrent
-# streaming clients (`stencil bench load`). Needs a built
+# Starts `stencil serve` on a free loopback port and drives it with the official client
+# packages (scripts/api-clients-requirements.txt, installed with pip into a virtualenv under
+# target/): `openai` (Chat Completions, then the Responses API), `anthropic` (Messages) and
+# `ollama`; then with 16 concurrent streaming clients (`stencil bench load`). Needs a built
 # `stencil` binary (cargo test builds target/debug/stencil) and the default model.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 if ! command -v python3 >/dev/null; then
-  echo "NOTICE: python3 not found; skipping the openai client test" >&2
+  echo "NOTICE: python3 not found; skipping the API client tests" >&2
   exit 0
 fi
-venv="$root/target/py-openai"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
+venv="$root/target/py-api-clients"
+reqs="$root/scripts/api-clients-requirements.txt"
+stamp="$venv/requirements.sha256"
+want="$(sha256sum "$reqs" | cut -d' ' -f1)"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.40"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$reqs"
+  echo "$want" > "$stamp"
 fi
 bin="${STENCIL_BIN:-$root/target/debug/stencil}"
 [ -x "$bin" ] || cargo build -p stencil-cli
@@ -30,6 +36,7 @@ for _ in $(seq 1 600); do
 done
 [ -n "$url" ] || { echo "server did not start" >&2; cat "$log" >&2; exit 1; }
 "$venv/bin/python" scripts/openai-client-test.py "$url"
+"$venv/bin/python" scripts/api-clients-test.py "$url" test-key
 # 16 concurrent streaming clients (continuous batching): every stream complete and well formed,
 # then the same under JSON Schemas, every answer valid. Bounded: 32 short requests each.
 "$bin" bench load --url "$url" --api-key test-key --clients 16 --requests 32 --max-tokens 16
