@@ -10,6 +10,7 @@
 
 mod batch;
 mod bench;
+mod chat;
 mod conformance;
 mod generate;
 mod maskbench;
@@ -52,8 +53,8 @@ enum Command {
     Bench(BenchCommand),
     /// Serve the OpenAI-compatible API (chat, completions, models) over HTTP.
     Serve(serve::ServeArgs),
-    /// Chat with an OpenAI-compatible server, streaming the answer.
-    Chat(serve::ChatArgs),
+    /// Chat with a server (OpenAI, Anthropic or Ollama API), streaming the answer.
+    Chat(chat::ChatArgs),
     /// Run many chat requests from a JSONL file (one result line each, in order).
     Batch(batch::BatchArgs),
     /// Run the JSON Schema Test Suite through the constraint engine, token by token.
@@ -206,6 +207,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::TestSuite(args) => test_suite::run(args),
         Command::Batch(args) => batch::run(args),
         Command::Serve(args) => serve::serve_cmd(args),
-        Command::Chat(args) => serve::chat_cmd(args),
+        Command::Chat(args) => chat::chat_cmd(args),
     }
 }

@@ -1,6 +1,5 @@
 //! `stencil serve`: the OpenAI-compatible server, and `stencil chat`: a streaming client.
 
-use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,84 +106,6 @@ pub fn serve_cmd(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("stencil serve: stopped");
         anyhow::Ok(())
     })
-}
-
-#[derive(Args, Debug)]
-pub struct ChatArgs {
-    /// Server address, e.g. http://127.0.0.1:8080
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    #[arg(long, env = "STENCIL_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-    /// Model name to send (default: the first one the server lists).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// One message; without it, a conversation is read line by line from stdin.
-    #[arg(long, short = 'p')]
-    pub prompt: Option<String>,
-    #[arg(long)]
-    pub system: Option<String>,
-    #[arg(long, default_value_t = 512)]
-    pub max_tokens: usize,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f32,
-    /// Constrain answers to this JSON Schema (file or inline JSON).
-    #[arg(long)]
-    pub json_schema: Option<String>,
-}
-
-pub fn chat_cmd(args: ChatArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.url, args.api_key.clone());
-    let mut messages: Vec<Value> = Vec::new();
-    if let Some(s) = &args.system {
-        messages.push(json!({"role": "system", "content": s}));
-    }
-    let schema = match &args.json_schema {
-        Some(s) => Some(crate::generate::read_schema(s)?),
-        None => None,
-    };
-    let turn = |messages: &mut Vec<Value>, text: &str| -> anyhow::Result<()> {
-        messages.push(json!({"role": "user", "content": text}));
-        let mut body = json!({
-            "messages": messages,
-            "max_tokens": args.max_tokens,
-            "temperature": args.temperature,
-        });
-        if let Some(m) = &args.model {
-            body["model"] = m.clone().into();
-        }
-        if let Some(s) = &schema {
-            body["response_format"] =
-                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": s}});
-        }
-        let mut out = std::io::stdout().lock();
-        let acc = client.chat_stream(&body, |t| {
-            let _ = out.write_all(t.as_bytes());
-            let _ = out.flush();
-        })?;
-        writeln!(out)?;
-        acc.check_complete()?;
-        if acc.finish_reason.as_deref() == Some("length") {
-            eprintln!("(cut by max_tokens)");
-        }
-        messages.push(json!({"role": "assistant", "content": acc.content()}));
-        Ok(())
-    };
-    match &args.prompt {
-        Some(p) => turn(&mut messages, p),
-        None => {
-            let stdin = std::io::stdin();
-            eprint!("> ");
-            for line in stdin.lock().lines() {
-                let line = line?;
-                if !line.trim().is_empty() {
-                    turn(&mut messages, &line)?;
-                }
-                eprint!("> ");
-            }
-            Ok(())
-        }
-    }
 }
 
 #[derive(Args, Debug)]

@@ -488,3 +488,72 @@ fn help_hides_the_api_key() {
         assert!(!text.contains("sekret-key-123"), "{text}");
     }
 }
+
+/// `stencil chat --api openai|anthropic|ollama` against `stencil serve`: each answer, streamed
+/// and joined by that API's stream decoder, is JSON valid against the schema; a wrong key is
+/// one clear error line.
+#[test]
+fn chat_speaks_all_three_apis() {
+    use std::io::{BufRead, BufReader};
+    let mut server = Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .args(["serve", "--port", "0", "--api-key", "k1"])
+        .env("STENCIL_MODEL", common::default_model())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server printed its address")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            let rest = &line[at..];
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let schema = r#"{"type": "object", "properties": {"greeting": {"enum": ["你好", "早上好"]}}, "required": ["greeting"], "additionalProperties": false}"#;
+    let validator = jsonschema::validator_for(&serde_json::from_str(schema).unwrap()).unwrap();
+    let chat = |api: &str, key: &str| {
+        Command::new(env!("CARGO_BIN_EXE_stencil"))
+            .args([
+                "chat",
+                "--url",
+                &url,
+                "--api",
+                api,
+                "--api-key",
+                key,
+                "-p",
+                "用中文说你好",
+                "--max-tokens",
+                "40",
+                "--json-schema",
+                schema,
+            ])
+            .output()
+            .unwrap()
+    };
+    for api in ["openai", "anthropic", "ollama"] {
+        let out = chat(api, "k1");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "{api}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let answer: serde_json::Value =
+            serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{api}: {e}: {stdout}"));
+        assert!(validator.is_valid(&answer), "{api}: {answer}");
+    }
+    let out = chat("ollama", "wrong");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr.starts_with("error: HTTP 401") && stderr.contains("API key"),
+        "{stderr}"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
