@@ -60,6 +60,8 @@ assert m.content[0].type == "text" and m.content[0].text, m
 assert m.stop_reason in ("end_turn", "max_tokens"), m.stop_reason
 assert m.usage.input_tokens > 0 and m.usage.output_tokens > 0, m.usage
 print("  plain:", repr(m.content[0].text))
+counted = ac.messages.count_tokens(model=model, messages=user)
+assert counted.input_tokens == m.usage.input_tokens, (counted, m.usage)
 
 # Streamed text: the deltas join to the final message's text.
 with ac.messages.stream(model=model, max_tokens=30, messages=user, extra_body={"temperature": 0}) as s:

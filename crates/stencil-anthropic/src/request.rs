@@ -15,8 +15,8 @@ use stencil_types::api::fields::{
 };
 use stencil_types::api::{ApiError, ErrorFields};
 use stencil_types::{
-    json_kind as kind, ChatMessage, ChatRequest, ConstraintSpec, FunctionDef, GenerateParams,
-    MessageContent, Role, SamplingParams, Tool, ToolChoice,
+    json_kind as kind, ChatMessage, ChatRequest, ConstraintSpec, FunctionDef, GenerateParams, Role,
+    SamplingParams, Tool, ToolChoice,
 };
 
 /// A checked Messages request.
@@ -63,7 +63,7 @@ pub fn messages_request(body: &Value) -> Result<ValidMessages, ApiError> {
         top_k: integer(o, "top_k", 0, 1 << 20)?
             .filter(|&k| k > 0)
             .map(|k| k as usize),
-        seed: stencil_types::api::fields::seed(o, "stencil_seed")?,
+        seed: stencil_types::api::fields::seed(o, "seed")?,
         ..SamplingParams::default()
     };
     sampling
@@ -434,17 +434,17 @@ fn output_format(o: &Obj) -> Result<Option<(&'static str, ConstraintSpec)>, ApiE
     }
 }
 
-/// Reads a message's text back (for tests and the client side).
-pub fn message_text(m: &ChatMessage) -> &str {
-    match &m.content {
-        Some(MessageContent::Text(t)) => t,
-        _ => "",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stencil_types::MessageContent;
+
+    fn message_text(m: &ChatMessage) -> &str {
+        match &m.content {
+            Some(MessageContent::Text(t)) => t,
+            _ => "",
+        }
+    }
 
     fn ok(body: Value) -> ValidMessages {
         messages_request(&body).unwrap()

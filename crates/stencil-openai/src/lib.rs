@@ -3,7 +3,9 @@
 //! Server side: [`request::chat_request`] and [`request::completion_request`] check a request
 //! body field by field and turn it into the engine's [`stencil_types::ChatRequest`] (every
 //! problem is an [`ApiError`] naming the field); [`response`] holds the response and chunk
-//! types, built from a [`stencil_types::ChatOutcome`]; [`sse`] frames events. Engine rule
+//! types, built from a [`stencil_types::ChatOutcome`]; [`chunks::ChunkWriter`] turns the
+//! engine's [`stencil_types::ToolEvent`]s into stream chunks; [`sse`] frames events;
+//! [`responses`] is the Responses API (`/v1/responses`), request and output. Engine rule
 //! errors map onto fields through [`ApiError::from_request`]; the server maps the runtime's
 //! other errors onto statuses (`stencil_server::api_error`). This crate depends on neither
 //! the runtime nor candle: a client or a stream accumulator builds without them.
@@ -35,6 +37,7 @@
 //! ```
 
 pub mod accumulate;
+pub mod chunks;
 pub mod client;
 pub mod error;
 pub mod request;

@@ -1,4 +1,5 @@
-//! `POST /v1/messages`: the Anthropic Messages API over the engine.
+//! `POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API over
+//! the engine.
 
 use std::sync::Arc;
 
@@ -13,7 +14,9 @@ use stencil_openai::ApiError;
 
 use crate::errors::Api;
 use crate::framing::{frames, named, sse};
-use crate::handlers::{admit, outcome, read_body, served, unique_id, Admitted, ErrorResponse};
+use crate::handlers::{
+    admit, outcome, read_body, served, submit_error, unique_id, Admitted, ErrorResponse,
+};
 use crate::worker::JobEvent;
 use crate::{api_error, AppState};
 
@@ -69,4 +72,33 @@ pub(crate) async fn messages(
         (out.iter().map(|(n, d)| named(n, d)).collect(), end)
     });
     sse(&state, first, rest)
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt's length in tokens, as the model sees it (chat
+/// template and tool definitions included); nothing is generated.
+pub(crate) async fn count_tokens(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let counted = async {
+        let mut value = read_body(&state, body)?;
+        // The same body as a message, without `max_tokens`.
+        if let Some(o) = value.as_object_mut() {
+            o.entry("max_tokens").or_insert(1.into());
+        }
+        let valid = messages_request(&value)?;
+        served(&state, &valid.model)?;
+        let fields = valid.error_fields();
+        let prepared = state
+            .workers
+            .prepare(valid.request)
+            .await
+            .map_err(submit_error)?
+            .map_err(|e| api_error(&e, fields))?;
+        Ok::<_, ApiError>(prepared.prompt.tokens.len())
+    };
+    match counted.await {
+        Ok(n) => axum::Json(serde_json::json!({ "input_tokens": n })).into_response(),
+        Err(e) => ErrorResponse(Api::Anthropic, e).into_response(),
+    }
 }

@@ -17,11 +17,11 @@ use stencil_openai::response::{now, stencil_info, ChatCompletion, ModelCard, Mod
 use stencil_openai::ApiError;
 use tokio::sync::mpsc;
 
-use crate::chunks::{ChunkWriter, Endpoint};
 use crate::errors::Api;
 use crate::framing::{data, frames, sse};
 use crate::worker::{JobEvent, SubmitError};
 use crate::{api_error, AppState};
+use stencil_openai::chunks::{ChunkWriter, Endpoint};
 
 /// An [`ApiError`] as an HTTP response, in `Api`'s shape.
 pub(crate) struct ErrorResponse(pub Api, pub ApiError);

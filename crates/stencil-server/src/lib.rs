@@ -1,23 +1,25 @@
 //! An HTTP server over an [`Engine`] speaking the APIs local apps use: a thin axum layer.
 //!
 //! Routes: OpenAI `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`,
-//! `GET /v1/models`, `GET /v1/models/{id}`; Anthropic `POST /v1/messages`; Ollama
+//! `GET /v1/models`, `GET /v1/models/{id}`; Anthropic `POST /v1/messages`,
+//! `POST /v1/messages/count_tokens`; Ollama
 //! `POST /api/chat`, `POST /api/generate`, `GET /api/tags`, `POST /api/show`,
-//! `GET /api/version`; and `GET /health`. Each API's wire crate checks its bodies and writes
-//! its shapes (`stencil-openai`, `stencil-anthropic`, `stencil-ollama`); all of them meet in
-//! one engine request and one event stream, so admission, queueing, cancellation and
-//! [`api_error`] are shared, and errors leave in the shape of the route's API. Every request first passes the `guard` module (Host, Origin,
-//! Content-Type, API key): a web page the user opens cannot drive the local server. Requests are checked by `stencil-openai` (400 naming the field), prepared on
-//! a dedicated thread (constraint compile, prompt), then queued for the generation threads
-//! ([`worker`], one per engine slot; a batching engine runs them in one forward pass per
-//! step); a full queue is a 429 with `Retry-After`, a server shutting down a 503. Streams are SSE with keep-alive
-//! comments while a request waits or its prompt is processed; an error after the stream began
-//! is one `data: {"error": ...}` event, after which the stream ends without `[DONE]`. A client
-//! that disconnects cancels its generation. Every error body is the OpenAI error object, and
-//! [`api_error`] is the one place runtime errors get a status.
+//! `GET /api/version`; and `GET /health`.
+//!
+//! Every request first passes the `guard` module (Host, Origin, Content-Type, API key): a web
+//! page the user opens cannot drive the local server. Each API's wire crate checks its bodies
+//! (400 naming the field) and writes its shapes (`stencil-openai`, `stencil-anthropic`,
+//! `stencil-ollama`); all of them meet in one engine request and one event stream, so
+//! admission, queueing and cancellation are shared: a request is prepared on a dedicated thread
+//! (constraint compile, prompt), then queued for the generation threads ([`worker`], one per
+//! engine slot; a batching engine runs them in one forward pass per step); a full queue is a 429
+//! with `Retry-After`, a server shutting down a 503. Streams are SSE (NDJSON for Ollama) with
+//! keep-alive comments while a request waits or its prompt is processed; an error after the
+//! stream began is one error event or line, after which the stream ends (no `[DONE]`). A client
+//! that disconnects cancels its generation. [`api_error`] is the one place runtime errors get a
+//! status; errors leave in the shape of the route's API.
 
 mod anthropic;
-pub mod chunks;
 pub mod engine;
 mod errors;
 mod framing;
@@ -99,6 +101,7 @@ pub fn router(engine: Arc<dyn Engine>, config: ServerConfig) -> Router {
         .route("/v1/models/{id}", get(handlers::model))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
         .route("/api/tags", get(ollama::tags))

@@ -90,6 +90,14 @@ fn anthropic_streams_join_to_the_message_and_tools_validate() {
         whole["usage"]["output_tokens"].as_u64().unwrap()
     );
     assert!(m.input_tokens > 0);
+    let (status, counted) = post(
+        url,
+        "/v1/messages/count_tokens",
+        &json!({"model": model(url), "messages": user("Name three colors.")}).to_string(),
+        None,
+    );
+    assert_eq!(status, 200, "{counted}");
+    assert_eq!(counted["input_tokens"], whole["usage"]["input_tokens"]);
 
     // A forced tool, streamed: fragments join into an input valid against the schema.
     let tool = json!({"model": model(url), "max_tokens": 80, "stream": true, "messages": user("Weather in Paris?"),

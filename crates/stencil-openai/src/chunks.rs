@@ -2,12 +2,11 @@
 //! calls as `{index, id, type, function: {name}}` then `function.arguments` fragments with the
 //! same index, a final empty delta with `finish_reason`, the optional usage chunk, `[DONE]`.
 
-use serde_json::{json, Value};
-use stencil_openai::response::{
+use crate::response::{
     stencil_info, ChatChunk, Completion, CompletionChoice, Delta, FunctionCall, ToolCallPart, Usage,
 };
-use stencil_runtime::tools::ToolEvent;
-use stencil_types::{ChatOutcome, ToolCall};
+use serde_json::{json, Value};
+use stencil_types::{ChatOutcome, ToolCall, ToolEvent};
 
 /// Which endpoint's chunk shape to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
