@@ -62,6 +62,12 @@ pub struct GenerateArgs {
     /// Constrain the output to any JSON value.
     #[arg(long, group = "constraint")]
     pub json: bool,
+    /// Constrain the output to a grammar file (llama.cpp GBNF, `.gbnf`; start rule `root`).
+    #[arg(long, group = "constraint")]
+    pub grammar: Option<std::path::PathBuf>,
+    /// The grammar's format when its extension does not say (`gbnf`).
+    #[arg(long, requires = "grammar")]
+    pub grammar_format: Option<String>,
     /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
     #[arg(long)]
     pub lenient: bool,
@@ -263,9 +269,26 @@ fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<ConstraintSpec>
         Some(ConstraintSpec::Choice(args.choice.clone()))
     } else if args.json {
         Some(ConstraintSpec::AnyJson)
+    } else if let Some(path) = &args.grammar {
+        Some(read_grammar(path, args.grammar_format.as_deref())?)
     } else {
         None
     })
+}
+
+/// A `--grammar` file, its format from `format` or its extension.
+fn read_grammar(path: &std::path::Path, format: Option<&str>) -> anyhow::Result<ConstraintSpec> {
+    let ext = path.extension().and_then(|e| e.to_str());
+    let format = format.or(ext).unwrap_or_default().to_ascii_lowercase();
+    if format != "gbnf" {
+        anyhow::bail!(
+            "--grammar {}: unknown grammar format `{format}`; GBNF (`.gbnf`, or --grammar-format gbnf) is supported",
+            path.display()
+        );
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--grammar {}", path.display()))?;
+    Ok(ConstraintSpec::Gbnf(text))
 }
 
 /// A `--json-schema` argument: a file, or the schema itself as JSON.

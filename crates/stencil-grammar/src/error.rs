@@ -29,6 +29,8 @@ pub enum GrammarError {
     TooLarge { pointer: String, limit: usize },
     #[error("tools: {0}")]
     Tool(String),
+    #[error("GBNF grammar, line {line}: {message}")]
+    Gbnf { line: usize, message: String },
 }
 
 impl GrammarError {

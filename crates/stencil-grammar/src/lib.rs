@@ -1,4 +1,5 @@
-//! Constraint front end: JSON Schema, regex, choice and "any JSON" to a grammar IR.
+//! Constraint front end: JSON Schema, regex, choice, "any JSON" and GBNF grammars to a grammar
+//! IR.
 //!
 //! Everything a user can ask stencil to enforce is turned here into one [`Grammar`]: a set of
 //! rules whose bodies are regular expressions over bytes ([`Expr`]) that may call other rules
@@ -40,6 +41,7 @@
 mod error;
 mod expr;
 mod formats;
+mod gbnf;
 mod json;
 mod matcher;
 mod numeric;
@@ -49,6 +51,7 @@ pub mod tools;
 
 pub use error::{GrammarError, Warning};
 pub use expr::Grammar;
+pub use gbnf::compile_gbnf;
 pub use json::Whitespace;
 pub use schema::compile_schema;
 
@@ -80,6 +83,8 @@ pub enum ConstraintSpec {
     AnyJson,
     /// Any JSON object (OpenAI `json_object` mode).
     AnyJsonObject,
+    /// A llama.cpp GBNF grammar (start rule `root`).
+    Gbnf(String),
 }
 
 /// How `format` keywords are treated.
@@ -217,6 +222,10 @@ pub fn compile(constraint: &ConstraintSpec, options: &Options) -> Result<Compile
         }),
         ConstraintSpec::AnyJsonObject => Ok(Compiled {
             grammar: json.any_value_grammar(true),
+            warnings: vec![],
+        }),
+        ConstraintSpec::Gbnf(text) => Ok(Compiled {
+            grammar: compile_gbnf(text)?,
             warnings: vec![],
         }),
     }

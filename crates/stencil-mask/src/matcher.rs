@@ -129,10 +129,11 @@ impl Stepper<'_> {
         Ok(())
     }
 
-    fn can_finish(&self, c: Config) -> bool {
+    /// True if `c` may end here: every open rule can reach its end without another byte.
+    fn can_finish(&mut self, c: Config) -> bool {
         let (mut s, mut p) = c;
         loop {
-            if !self.dfa.accepting(s) {
+            if !self.ends_empty(s, 0) {
                 return false;
             }
             if p == NONE {
@@ -140,6 +141,24 @@ impl Stepper<'_> {
             }
             (s, p) = self.arena[p as usize];
         }
+    }
+
+    /// True if the rule in state `s` can end without another byte: `s` accepts, or it calls a
+    /// rule that can end at once and returns to a state that can (`ws ::= ([ ] ws)?`).
+    fn ends_empty(&mut self, s: u32, depth: usize) -> bool {
+        if self.dfa.accepting(s) {
+            return true;
+        }
+        if depth > self.limits.max_call_depth || !self.dfa.has_calls(s) {
+            return false;
+        }
+        let Ok(calls) = self.dfa.calls(s) else {
+            return false;
+        };
+        let calls: SmallVec<[(u32, u32); 4]> = calls.iter().copied().collect();
+        calls.into_iter().any(|(start, ret)| {
+            self.ends_empty(start, depth + 1) && self.ends_empty(ret, depth + 1)
+        })
     }
 
     /// Walks the subtree below trie node `at`, where `c` stands after the node's bytes, taking
@@ -344,7 +363,7 @@ impl Matcher {
         };
         let inner: &mut Inner = &mut guard;
         let mut arena = self.arena.clone();
-        let st = Stepper {
+        let mut st = Stepper {
             dfa: &mut inner.dfa,
             arena: &mut arena,
             limits: &self.lease.constraint.limits,
@@ -441,7 +460,7 @@ impl Matcher {
             let constraint = &lease.constraint;
             let mut guard = lease.lock()?;
             let inner: &mut Inner = &mut guard;
-            let st = Stepper {
+            let mut st = Stepper {
                 dfa: &mut inner.dfa,
                 arena: &mut self.arena,
                 limits: &constraint.limits,

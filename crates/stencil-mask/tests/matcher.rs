@@ -672,3 +672,42 @@ fn patterns_with_lengths_match_a_brute_force_product() {
         );
     }
 }
+
+/// A rule that can end without another byte through a call (`ws ::= (" " ws)?`, as in
+/// llama.cpp's JSON grammars) lets the output end: end-of-sequence is allowed, the matcher
+/// accepts, and a budget that leaves no room for more can still close the output.
+#[test]
+fn a_nullable_recursive_rule_at_the_end_lets_the_output_end() {
+    let vocab = tiny_vocab("{} ");
+    let eos = vocab.eos_ids()[0];
+    let c = constraint(
+        ConstraintSpec::Gbnf("root ::= \"{\" ws \"}\" ws\nws ::= ([ ] ws)?\n".into()),
+        &vocab,
+        Whitespace::Compact,
+    );
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&i| vocab.token_bytes(i) == s.as_bytes())
+            .expect("token")
+    };
+    let mut m = c.matcher().expect("matcher");
+    let mut mask = TokenSet::new(vocab.len());
+    m.commit(id("{ }")).unwrap();
+    assert!(m.is_accepting());
+    m.compute_mask(&mut mask).unwrap();
+    assert!(mask.contains(eos) && mask.contains(id(" ")) && !mask.contains(id("}")));
+    m.commit(id("  ")).unwrap();
+    assert!(m.is_accepting());
+    // With a budget of two tokens, `{` then `}` must be the only way on.
+    let mut m = c.matcher_with_budget(2).expect("fits");
+    m.commit(id("{")).unwrap();
+    m.compute_mask(&mut mask).unwrap();
+    assert!(
+        mask.contains(id("}")) && mask.contains(id("} ")),
+        "a closing token"
+    );
+    assert!(!mask.contains(id(" ")), "no room for a space and then `}}`");
+    m.commit(id("}")).unwrap();
+    m.compute_mask(&mut mask).unwrap();
+    assert!(mask.contains(eos));
+}
