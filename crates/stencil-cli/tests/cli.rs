@@ -168,6 +168,89 @@ fn generate_with_regex_and_choice() {
     assert!(text == "yes" || text == "no", "{text:?}");
 }
 
+/// `--grammar FILE`: a recursive GBNF grammar (nested lists), sampled; the output is one
+/// complete list.
+#[test]
+fn generate_with_a_gbnf_grammar() {
+    let dir = std::env::temp_dir().join(format!("stencil-gbnf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("list.gbnf");
+    std::fs::write(
+        &path,
+        "# nested lists of words\nroot ::= list\nlist ::= \"[\" (item (\", \" item)*)? \"]\"\nitem ::= [a-z]{1,8} | list\n",
+    )
+    .unwrap();
+    for seed in ["1", "2"] {
+        let out = stencil(&[
+            "generate",
+            "--grammar",
+            path.to_str().unwrap(),
+            "--prompt",
+            "A list of fruits.",
+            "--max-tokens",
+            "30",
+            "--temperature",
+            "1.0",
+            "--seed",
+            seed,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(is_list(text.as_bytes()), "{text:?}");
+    }
+    let bad = dir.join("bad.gbnf");
+    std::fs::write(&bad, "root ::= item\nitem ::= root \"x\"\n").unwrap();
+    let out = stencil(&[
+        "generate",
+        "--grammar",
+        bad.to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("left-recursive") && err.contains("line 1"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `list ::= "[" (item (", " item)*)? "]"`, `item ::= [a-z]{1,8} | list`, whole input.
+fn is_list(s: &[u8]) -> bool {
+    fn list(s: &[u8], i: usize) -> Option<usize> {
+        if s.get(i) != Some(&b'[') {
+            return None;
+        }
+        let mut i = i + 1;
+        if s.get(i) == Some(&b']') {
+            return Some(i + 1);
+        }
+        loop {
+            i = item(s, i)?;
+            match s.get(i) {
+                Some(b']') => return Some(i + 1),
+                Some(b',') if s.get(i + 1) == Some(&b' ') => i += 2,
+                _ => return None,
+            }
+        }
+    }
+    fn item(s: &[u8], i: usize) -> Option<usize> {
+        if s.get(i) == Some(&b'[') {
+            return list(s, i);
+        }
+        let n = s[i.min(s.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase())
+            .count();
+        (1..=8).contains(&n).then_some(i + n)
+    }
+    list(s, 0) == Some(s.len())
+}
+
 #[test]
 fn refused_schema_exits_with_the_compiler_message() {
     let out = stencil(&[

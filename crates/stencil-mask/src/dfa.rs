@@ -276,6 +276,13 @@ impl LazyDfa {
         self.exit[s as usize]
     }
 
+    /// True if `s` can only end its rule: no byte and no call leaves it. A call returning
+    /// here is a tail call (the matcher then pushes no frame for it).
+    #[inline]
+    pub fn only_ends(&self, s: u32) -> bool {
+        *self.sets[s as usize] == [ACCEPT]
+    }
+
     #[inline]
     pub fn has_calls(&self, s: u32) -> bool {
         self.info[s as usize].has_calls

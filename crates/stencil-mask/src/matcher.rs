@@ -109,8 +109,14 @@ impl Stepper<'_> {
         if self.dfa.has_calls(s) {
             let calls: SmallVec<[(u32, u32); 4]> = self.dfa.calls(s)?.iter().copied().collect();
             for (start, ret) in calls {
-                self.arena.push((ret, parent));
-                let node = self.arena.len() as u32 - 1;
+                // A tail call (`ws ::= ([ ] ws)?`) returns straight to the caller's caller:
+                // no frame, so right recursion does not deepen the stack.
+                let node = if self.dfa.only_ends(ret) {
+                    parent
+                } else {
+                    self.arena.push((ret, parent));
+                    self.arena.len() as u32 - 1
+                };
                 self.step((start, node), b, out, true, depth + 1)?;
             }
         }

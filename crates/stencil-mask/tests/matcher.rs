@@ -711,3 +711,31 @@ fn a_nullable_recursive_rule_at_the_end_lets_the_output_end() {
     m.compute_mask(&mut mask).unwrap();
     assert!(mask.contains(eos));
 }
+
+/// Right recursion (`ws ::= ([ ] ws)?`, as in llama.cpp's JSON grammar) is a tail call: a run
+/// of spaces far longer than the call-depth limit neither deepens the stack nor fails, and a
+/// value after it still closes.
+#[test]
+fn right_recursion_runs_longer_than_the_call_depth_limit() {
+    let vocab = tiny_vocab("{} ");
+    let c = constraint(
+        ConstraintSpec::Gbnf("root ::= \"{\" ws \"}\"\nws ::= ([ ] ws)?\n".into()),
+        &vocab,
+        Whitespace::Compact,
+    );
+    let id = |s: &str| {
+        (0..vocab.len() as u32)
+            .find(|&i| vocab.token_bytes(i) == s.as_bytes())
+            .expect("token")
+    };
+    let mut m = c.matcher().expect("matcher");
+    let mut mask = TokenSet::new(vocab.len());
+    m.commit(id("{")).unwrap();
+    for _ in 0..400 {
+        m.compute_mask(&mut mask).unwrap();
+        assert!(mask.contains(id(" ")) && mask.contains(id("}")));
+        m.commit(id(" ")).unwrap();
+    }
+    m.commit(id("}")).unwrap();
+    assert!(m.is_accepting());
+}

@@ -245,6 +245,18 @@ impl PyConstraint {
         )
     }
 
+    /// Output matching a llama.cpp GBNF grammar (start rule `root`). A grammar that does not
+    /// parse is a `SchemaError` whose message names the line.
+    #[staticmethod]
+    fn gbnf(py: Python<'_>, grammar: String, tokenizer: &PyTokenizer) -> PyResult<Self> {
+        Self::spec(
+            py,
+            ConstraintSpec::Gbnf(grammar),
+            tokenizer,
+            Options::generation(),
+        )
+    }
+
     /// Output exactly one of `choices`.
     #[staticmethod]
     fn choice(py: Python<'_>, choices: Vec<String>, tokenizer: &PyTokenizer) -> PyResult<Self> {

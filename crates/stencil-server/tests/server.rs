@@ -72,6 +72,23 @@ fn constraints_hold_over_http() {
         text.len() == 7 && text.starts_with("20") && &text[4..5] == "-",
         "{text}"
     );
+    // A recursive GBNF grammar through llama.cpp's `grammar` field and vLLM's
+    // `structured_outputs.grammar`, sampled: every output is a complete expression.
+    let arith = "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= [0-9]{1,3} | \"(\" expr \")\"\n";
+    for (seed, body) in [
+        (1, json!({"grammar": arith})),
+        (2, json!({"structured_outputs": {"grammar": arith}})),
+    ] {
+        let mut body = body;
+        body["messages"] = user("Write a sum.");
+        body["max_tokens"] = json!(24);
+        body["temperature"] = json!(1.0);
+        body["seed"] = json!(seed);
+        let r = c.chat(&body).unwrap();
+        let text = r.choices[0].message.content.clone().unwrap();
+        assert!(is_arith(text.as_bytes()), "{text:?}");
+        assert_eq!(r.choices[0].finish_reason.as_deref(), Some("stop"));
+    }
     let r = c
         .chat(&json!({"messages": user("Pick one"), "guided_choice": ["red", "green", "blue"], "max_tokens": 5}))
         .unwrap();
@@ -485,4 +502,27 @@ fn models_retrieve() {
     let (s, _, b) = raw(url, "GET", "/v1/models/gpt-9", &[], "");
     assert_eq!(s, 404, "{b}");
     assert!(b.contains("model_not_found"), "{b}");
+}
+
+/// `expr ::= term (("+" | "-") term)*`, `term ::= [0-9]{1,3} | "(" expr ")"`, whole input.
+fn is_arith(s: &[u8]) -> bool {
+    fn expr(s: &[u8], i: usize) -> Option<usize> {
+        let mut i = term(s, i)?;
+        while matches!(s.get(i), Some(b'+' | b'-')) {
+            i = term(s, i + 1)?;
+        }
+        Some(i)
+    }
+    fn term(s: &[u8], i: usize) -> Option<usize> {
+        if s.get(i) == Some(&b'(') {
+            let j = expr(s, i + 1)?;
+            return (s.get(j) == Some(&b')')).then_some(j + 1);
+        }
+        let n = s[i.min(s.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        (1..=3).contains(&n).then_some(i + n)
+    }
+    expr(s, 0) == Some(s.len())
 }

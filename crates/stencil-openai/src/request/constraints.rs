@@ -124,11 +124,12 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
     if let Some(v) = field(o, "guided_choice") {
         found.push(("guided_choice", choices("guided_choice", v)?));
     }
-    if field(o, "guided_grammar").is_some() {
-        return Err(ApiError::invalid(
-            "guided_grammar",
-            "`guided_grammar` (EBNF/Lark grammars) is not supported; use guided_json, guided_regex or guided_choice",
-        ));
+    if let Some(v) = field(o, "guided_grammar") {
+        found.push(("guided_grammar", grammar("guided_grammar", v)?));
+    }
+    // llama.cpp's server field.
+    if let Some(v) = field(o, "grammar") {
+        found.push(("grammar", grammar("grammar", v)?));
     }
     if let Some(so) = field(o, "structured_outputs") {
         let so = so.as_object().ok_or_else(|| {
@@ -146,11 +147,12 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
                 "regex" => "structured_outputs.regex",
                 "choice" => "structured_outputs.choice",
                 "json_object" => "structured_outputs.json_object",
+                "grammar" => "structured_outputs.grammar",
                 "whitespace_pattern" | "disable_any_whitespace" | "disable_additional_properties" => continue,
                 other => {
                     return Err(ApiError::invalid(
                         "structured_outputs",
-                        format!("`structured_outputs.{other}` is not supported (json, regex, choice, json_object are)"),
+                        format!("`structured_outputs.{other}` is not supported (json, regex, choice, grammar, json_object are)"),
                     ))
                 }
             };
@@ -164,6 +166,7 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
                         .to_string(),
                 ),
                 "choice" => choices(param, v)?,
+                "grammar" => grammar(param, v)?,
                 _ => match v {
                     Value::Bool(true) => ConstraintSpec::AnyJsonObject,
                     Value::Bool(false) => continue,
@@ -179,6 +182,24 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
         }
     }
     Ok(found)
+}
+
+/// A grammar field: GBNF text (rules written `name ::= ...`, start rule `root`). Lark, the
+/// other grammar language vLLM takes here, is recognised and refused by name.
+fn grammar(param: &str, v: &Value) -> Result<ConstraintSpec, ApiError> {
+    let text = v.as_str().ok_or_else(|| {
+        ApiError::invalid(
+            param,
+            format!("`{param}` must be a string holding a GBNF grammar"),
+        )
+    })?;
+    if !text.contains("::=") {
+        return Err(ApiError::invalid(
+            param,
+            format!("`{param}` is not a GBNF grammar (rules written `name ::= ...`); Lark grammars are not supported yet"),
+        ));
+    }
+    Ok(ConstraintSpec::Gbnf(text.to_string()))
 }
 
 pub(super) fn whitespace(o: &Obj) -> Result<Whitespace, ApiError> {

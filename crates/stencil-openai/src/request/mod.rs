@@ -353,6 +353,16 @@ mod tests {
         assert!(
             matches!(&v.request.constraint, Some(ConstraintSpec::JsonSchema(s)) if s == &json!({"type": "integer"}))
         );
+        for (field, value) in [
+            ("guided_grammar", json!("root ::= \"a\"")),
+            ("grammar", json!("root ::= \"a\"")),
+            ("structured_outputs", json!({"grammar": "root ::= \"a\""})),
+        ] {
+            let v = chat_request(&json!({"messages": msgs(), field: value})).unwrap();
+            assert!(
+                matches!(&v.request.constraint, Some(ConstraintSpec::Gbnf(g)) if g == "root ::= \"a\"")
+            );
+        }
         let v = chat_request(
             &json!({"messages": msgs(), "structured_outputs": {"choice": ["a", "b"]}}),
         )
@@ -478,9 +488,14 @@ mod tests {
                 "empty",
             ),
             (
-                json!({"messages": msgs(), "guided_grammar": "root ::= x"}),
+                json!({"messages": msgs(), "guided_grammar": "start: \"a\""}),
                 "guided_grammar",
-                "not supported",
+                "Lark grammars are not supported yet",
+            ),
+            (
+                json!({"messages": msgs(), "grammar": 5}),
+                "grammar",
+                "GBNF",
             ),
             (
                 json!({"messages": msgs(), "tools": {}}),

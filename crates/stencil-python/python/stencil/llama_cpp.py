@@ -112,6 +112,14 @@ class RegexLogitsProcessor(LogitsProcessor):
         super().__init__(_stencil.Constraint.regex(pattern, tokenizer_from_llama(llama)), max_tokens)
 
 
+class GbnfLogitsProcessor(LogitsProcessor):
+    """Output matching a llama.cpp GBNF grammar (start rule ``root``): a drop-in for
+    ``LlamaGrammar`` whose outputs also end complete within ``max_tokens``."""
+
+    def __init__(self, grammar: str, llama, *, max_tokens: Optional[int] = None):
+        super().__init__(_stencil.Constraint.gbnf(grammar, tokenizer_from_llama(llama)), max_tokens)
+
+
 class ChoiceLogitsProcessor(LogitsProcessor):
     """Output exactly one of ``choices``."""
 

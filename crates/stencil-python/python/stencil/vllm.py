@@ -14,7 +14,8 @@ and constrain a request through ``vllm_xargs`` (OpenAI server) or
     LLM(MODEL, logits_processors=[StencilLogitsProcessor]).generate(
         prompt, SamplingParams(max_tokens=200, extra_args={"stencil": {"regex": "[0-9]+"}}))
 
-``stencil`` holds exactly one of ``json_schema`` (object or JSON text), ``regex``, ``choice``
+``stencil`` holds exactly one of ``json_schema`` (object or JSON text), ``regex``, ``grammar``
+(llama.cpp GBNF text), ``choice``
 (list of strings), ``json_object`` (true) or ``tools`` (with optional ``tool_choice``), and
 optionally ``options`` (keywords of ``stencil.Constraint.json_schema``). The request's
 ``max_tokens`` becomes the matcher's budget, so outputs end complete. Requests without
@@ -35,7 +36,7 @@ from stencil import _stencil
 from stencil.bitmask import allocate_token_bitmask, apply_token_bitmask, fill_next_token_bitmasks, text_budget
 from stencil.errors import SchemaError
 
-KINDS = ("json_schema", "regex", "choice", "json_object", "tools")
+KINDS = ("json_schema", "regex", "grammar", "choice", "json_object", "tools")
 
 
 def parse_spec(extra_args: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -65,8 +66,8 @@ def parse_spec(extra_args: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
             value = json.loads(value)
         except ValueError as e:
             raise ValueError(f"extra_args.stencil.json_schema is not valid JSON: {e}") from None
-    if kind == "regex" and not isinstance(value, str):
-        raise ValueError("extra_args.stencil.regex must be a string")
+    if kind in ("regex", "grammar") and not isinstance(value, str):
+        raise ValueError(f"extra_args.stencil.{kind} must be a string")
     if kind == "choice" and not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):
         raise ValueError("extra_args.stencil.choice must be a non-empty list of strings")
     if kind == "json_object" and value is not True:
@@ -89,6 +90,8 @@ def compile_spec(spec: Dict[str, Any], tokenizer: "_stencil.Tokenizer") -> "_ste
         return _stencil.Constraint.json_schema(value, tokenizer, **options)
     if kind == "regex":
         return _stencil.Constraint.regex(value, tokenizer)
+    if kind == "grammar":
+        return _stencil.Constraint.gbnf(value, tokenizer)
     if kind == "choice":
         return _stencil.Constraint.choice(value, tokenizer)
     if kind == "json_object":
