@@ -32,8 +32,23 @@ rm -rf "$wheels"
 (cd crates/stencil-python && "$venv/bin/maturin" build --release --quiet -o "$wheels")
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall \
   "$wheels"/stencil-*.whl
+# llama.cpp's grammars/ folder as the pinned llama-cpp-python source package ships it (its
+# vendored llama.cpp): the GBNF test compiles every file and checks generations against them.
+llama_pin="$(grep -o '^llama-cpp-python==[^ ]*' "$req")"
+gbnf_dir="$root/target/llama-cpp-grammars/${llama_pin#*==}"
+if [ ! -d "$gbnf_dir" ]; then
+  sdist="$(mktemp -d)"
+  "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    --no-binary llama-cpp-python -d "$sdist" "$llama_pin"
+  mkdir -p "$gbnf_dir.tmp"
+  tar -xzf "$sdist"/llama_cpp_python-*.tar.gz -C "$gbnf_dir.tmp" --strip-components=4 \
+    --wildcards '*/vendor/llama.cpp/grammars/*.gbnf'
+  mv "$gbnf_dir.tmp" "$gbnf_dir"
+  rm -rf "$sdist"
+fi
+export STENCIL_GBNF_DIR="$gbnf_dir"
 export STENCIL_MODEL="$(scripts/fetch-model.sh)"
 export STENCIL_BIN="${STENCIL_BIN:-$root/target/debug/stencil}"
 export STENCIL_PY_STRICT=1
 cd crates/stencil-python/tests
-"$venv/bin/python" -m pytest -q -p no:cacheprovider
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
