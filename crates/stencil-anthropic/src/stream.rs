@@ -189,6 +189,7 @@ mod tests {
             forced_tokens: 0,
             closed_by_budget: false,
             loop_guard_hits: 0,
+            warnings: Vec::new(),
         };
         events.extend(w.finish(&o));
         let names: Vec<&str> = events.iter().map(|(n, _)| *n).collect();

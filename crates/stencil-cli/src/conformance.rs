@@ -217,7 +217,8 @@ pub fn suite_options(path: &Path, order: OrderArg) -> Options {
         && path.to_string_lossy().contains("optional");
     Options {
         format: if assert {
-            FormatMode::Assert
+            // The suite's assertion tests: a format that cannot be checked is refused.
+            FormatMode::Strict
         } else {
             FormatMode::Annotate
         },

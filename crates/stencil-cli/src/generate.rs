@@ -71,6 +71,10 @@ pub struct GenerateArgs {
     /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
     #[arg(long)]
     pub lenient: bool,
+    /// Refuse a JSON Schema `format` the compiler does not know (by default it is an
+    /// annotation: it constrains nothing, and a warning names it).
+    #[arg(long)]
+    pub strict_formats: bool,
     /// Whitespace between JSON tokens: `flexible` (up to 20 characters), `compact` (none), or
     /// a regex for it.
     #[arg(long, default_value = "flexible")]
@@ -154,6 +158,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         constraint: spec.clone(),
         whitespace,
         lenient: args.lenient,
+        strict_formats: args.strict_formats,
         max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
         params,
         truncation: if args.truncation == "error" {

@@ -173,6 +173,12 @@ pub(crate) fn date_time_prefix() -> String {
     format!("^{}[Tt]$", date())
 }
 
+/// Formats the JSON Schema specification defines that are not checked (no regular language
+/// states them exactly: IDNs need Unicode normalization tables, `regex` a regex parser).
+/// They stay refused: a validator may assert them, so ignoring them would accept what it
+/// rejects (unlike a custom name such as `color`, which every validator ignores).
+pub const SPEC_UNCHECKED: &[&str] = &["idn-email", "idn-hostname", "iri", "iri-reference", "regex"];
+
 /// The regex for a known format, or `None` if the format is unknown.
 pub fn format_regex(name: &str) -> Option<String> {
     Some(match name {

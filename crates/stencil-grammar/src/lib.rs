@@ -90,9 +90,14 @@ pub enum ConstraintSpec {
 /// How `format` keywords are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FormatMode {
-    /// Enforce the known formats (what a generator wants); unknown formats are an error.
+    /// Enforce the known formats (what a generator wants); a format the specification does
+    /// not define (`path`, `url`, `color`...) constrains nothing, as validators treat it, and
+    /// is reported as a [`Warning`]; the specification's formats stencil cannot check
+    /// (`regex`, `iri`, `idn-*`) are refused.
     #[default]
     Assert,
+    /// Enforce the known formats and refuse unknown ones (an error naming the format).
+    Strict,
     /// Treat `format` as an annotation (the 2020-12 default vocabulary for validators).
     Annotate,
 }

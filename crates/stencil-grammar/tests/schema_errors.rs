@@ -61,21 +61,43 @@ fn invalid_schemas_are_clear_errors() {
     }
 }
 
+/// An unknown format is an annotation by default (any string; a warning names it), refused
+/// under `FormatMode::Strict`; a known one next to it stays enforced.
 #[test]
-fn unknown_format_is_refused_unless_annotations() {
-    let schema = json!({"type": "string", "format": "credit-card"});
-    let err = compile_schema(&schema, &Options::default())
-        .unwrap_err()
-        .to_string();
+fn unknown_formats_are_annotations_with_a_warning_or_refused_when_strict() {
+    use stencil_grammar::ir::matches;
+    let schema = json!({"type": "object", "properties": {
+        "card": {"type": "string", "format": "credit-card"},
+        "day": {"type": "string", "format": "date"}}});
+    let compiled = compile_schema(&schema, &Options::default()).unwrap();
+    assert_eq!(compiled.warnings.len(), 1, "{:?}", compiled.warnings);
+    let w = compiled.warnings[0].to_string();
     assert!(
-        err.contains("format") && err.contains("credit-card"),
+        w.contains("credit-card") && w.contains("#/properties/card"),
+        "{w}"
+    );
+    let g = &compiled.grammar;
+    let ok = |s: &str| matches(&g.rule(g.start).expr, &g.rules, s.as_bytes());
+    assert!(ok(r#"{"card":"anything at all","day":"2026-12-05"}"#));
+    assert!(
+        !ok(r#"{"card":"x","day":"yesterday"}"#),
+        "date still enforced"
+    );
+    let strict = Options {
+        format: stencil_grammar::FormatMode::Strict,
+        ..Options::default()
+    };
+    let err = compile_schema(&schema, &strict).unwrap_err().to_string();
+    assert!(
+        err.contains("format") && err.contains("credit-card") && err.contains("#/properties/card"),
         "{err}"
     );
     let annotate = Options {
         format: stencil_grammar::FormatMode::Annotate,
         ..Options::default()
     };
-    assert!(compile_schema(&schema, &annotate).is_ok());
+    let compiled = compile_schema(&schema, &annotate).unwrap();
+    assert!(compiled.warnings.is_empty());
 }
 
 #[test]

@@ -199,6 +199,7 @@ mod tests {
             forced_tokens: 0,
             closed_by_budget: false,
             loop_guard_hits: 0,
+            warnings: Vec::new(),
         };
         let v = whole(Endpoint::Chat, "m", &o);
         assert_eq!(

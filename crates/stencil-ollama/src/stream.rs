@@ -121,6 +121,7 @@ mod tests {
             forced_tokens: 0,
             closed_by_budget: false,
             loop_guard_hits: 0,
+            warnings: Vec::new(),
         };
         lines.push(w.finish(&o));
         assert_eq!(

@@ -158,13 +158,18 @@ impl ToolCallPart {
 }
 
 /// The `stencil` object of a response: `closed_by_budget` (the token budget made a complete
-/// output close before `max_tokens`) and `loop_guard_hits` (steps where the loop guard
-/// forbade continuing a repetition).
+/// output close before `max_tokens`), `loop_guard_hits` (steps where the loop guard
+/// forbade continuing a repetition) and, when there are any, the constraint compiler's
+/// `warnings` (an unknown `format` it ignored, for one).
 pub fn stencil_info(o: &ChatOutcome) -> Value {
-    serde_json::json!({
+    let mut info = serde_json::json!({
         "closed_by_budget": o.closed_by_budget,
         "loop_guard_hits": o.loop_guard_hits,
-    })
+    });
+    if !o.warnings.is_empty() {
+        info["warnings"] = serde_json::json!(o.warnings);
+    }
+    info
 }
 
 /// Seconds since the Unix epoch.

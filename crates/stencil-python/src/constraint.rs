@@ -129,10 +129,11 @@ fn options(
     };
     let format = match format {
         "assert" => FormatMode::Assert,
+        "strict" => FormatMode::Strict,
         "annotate" => FormatMode::Annotate,
         other => {
             return Err(PyValueError::new_err(format!(
-                "format={other:?}: expected \"assert\" or \"annotate\""
+                "format={other:?}: expected \"assert\", \"strict\" or \"annotate\""
             )))
         }
     };
@@ -206,8 +207,10 @@ impl PyConstraint {
     /// Output valid under a JSON Schema (`str` or `dict`). Keywords: `whitespace`
     /// ("flexible" = up to 20 blanks between tokens, "compact", an int maximum, or a regex),
     /// `lenient` (unsupported keywords become warnings instead of errors), `property_order`
-    /// ("schema" or "any"), `plain_integers`, `max_recursion`, `format` ("assert" or
-    /// "annotate"). Raises `SchemaError` naming the keyword and JSON pointer at fault.
+    /// ("schema" or "any"), `plain_integers`, `max_recursion`, `format` ("assert": known
+    /// formats enforced, unknown ones ignored with a warning; "strict": unknown ones refused;
+    /// "annotate": none enforced). Raises `SchemaError` naming the keyword and JSON pointer at
+    /// fault.
     #[staticmethod]
     #[pyo3(signature = (schema, tokenizer, *, whitespace=None, lenient=false, property_order="schema", plain_integers=true, max_recursion=Some(stencil_types::DEFAULT_MAX_RECURSION), format="assert"))]
     #[allow(clippy::too_many_arguments)]

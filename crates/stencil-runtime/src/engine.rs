@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stencil_grammar::tools::{free_text, tool_grammar, ToolSchema};
-use stencil_grammar::{compile, ConstraintSpec, Grammar, Options};
+use stencil_grammar::{compile, ConstraintSpec, FormatMode, Grammar, Options};
 use stencil_mask::{Constraint, Limits, TokenTrie};
 use stencil_types::conversation::validate_conversation;
 use stencil_types::{
@@ -231,7 +231,7 @@ impl ChatEngine {
             return Ok((None, Vec::new()));
         }
         let key = format!(
-            "{:?}|{}|{:?}|{}|{}|{:?}|{}|{:?}",
+            "{:?}|{}|{:?}|{}|{}|{:?}|{}|{}|{:?}",
             req.constraint.as_ref().map(spec_key),
             serde_json::to_string(&req.tools).expect("tools serialize"),
             choice,
@@ -239,6 +239,7 @@ impl ChatEngine {
             req.max_tool_calls,
             req.whitespace,
             req.lenient,
+            req.strict_formats,
             req.max_recursion
         );
         if let Some(hit) = self.cache_get(&key) {
@@ -247,6 +248,11 @@ impl ChatEngine {
         let options = Options {
             whitespace: req.whitespace.clone(),
             lenient: req.lenient,
+            format: if req.strict_formats {
+                FormatMode::Strict
+            } else {
+                FormatMode::Assert
+            },
             max_recursion: req.max_recursion,
             ..Options::generation()
         };
@@ -429,6 +435,7 @@ impl ChatEngine {
             forced_tokens: generation.forced_tokens,
             closed_by_budget: generation.closed_by_budget,
             loop_guard_hits: generation.loop_guard_hits,
+            warnings: prepared.warnings.clone(),
         })
     }
 

@@ -112,6 +112,35 @@ fn constraints_hold_over_http() {
         assert_eq!(s, 200);
         assert_eq!(raw["stencil"], info);
     }
+    // An unknown `format` is an annotation: the schema compiles and the response names what
+    // was ignored; `stencil_strict_formats` refuses it instead.
+    let schema = json!({"type": "object", "properties": {"color": {"type": "string", "format": "color", "maxLength": 12}}, "required": ["color"]});
+    let body = json!({"messages": user("A color as JSON."), "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}, "max_tokens": 30});
+    let r = c.chat(&body).unwrap();
+    let v: Value = serde_json::from_str(r.choices[0].message.content.as_deref().unwrap()).unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&v),
+        "{v}"
+    );
+    let warnings = r.stencil.expect("stencil report")["warnings"].clone();
+    assert!(
+        warnings
+            .to_string()
+            .contains("unknown format \\\"color\\\"")
+            && warnings.to_string().contains("#/properties/color"),
+        "{warnings}"
+    );
+    let mut strict = body.clone();
+    strict["stencil_strict_formats"] = json!(true);
+    let (s, raw) = post(url, "/v1/chat/completions", &strict.to_string(), None);
+    assert_eq!(s, 400, "{raw}");
+    assert!(
+        raw["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown format"),
+        "{raw}"
+    );
 }
 
 fn weather_tools() -> Value {

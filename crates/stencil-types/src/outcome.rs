@@ -71,4 +71,7 @@ pub struct ChatOutcome {
     pub closed_by_budget: bool,
     /// Steps at which the loop guard forbade continuing a repetition.
     pub loop_guard_hits: usize,
+    /// What the constraint compiler ignored (unknown formats; unsupported keywords under
+    /// `lenient`), one sentence each naming the keyword and its JSON pointer.
+    pub warnings: Vec<String>,
 }

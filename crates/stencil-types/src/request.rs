@@ -85,6 +85,9 @@ pub struct ChatRequest {
     pub whitespace: Whitespace,
     /// Unsupported schema keywords become warnings instead of errors.
     pub lenient: bool,
+    /// Refuse schemas with a `format` the compiler does not know (by default an unknown format
+    /// is an annotation: it constrains nothing and is reported as a warning).
+    pub strict_formats: bool,
     /// Recursive schemas are unrolled to this many nested levels (`None`: unbounded), so a
     /// small model that keeps nesting is made to close its values.
     pub max_recursion: Option<u32>,
@@ -109,6 +112,7 @@ impl Default for ChatRequest {
             constraint: None,
             whitespace: Whitespace::default(),
             lenient: false,
+            strict_formats: false,
             max_recursion: Some(DEFAULT_MAX_RECURSION),
             params: GenerateParams::default(),
             truncation: TruncationPolicy::Error,

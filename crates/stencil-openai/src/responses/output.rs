@@ -336,6 +336,7 @@ mod tests {
             forced_tokens: 0,
             closed_by_budget: false,
             loop_guard_hits: 0,
+            warnings: Vec::new(),
         };
         let mut w = ResponseWriter::new("resp_x", "m", 1, Map::new());
         let mut events = w.start();
