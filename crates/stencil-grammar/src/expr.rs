@@ -178,6 +178,13 @@ pub struct SharedExpr {
     has_call: bool,
 }
 
+impl SharedExpr {
+    /// True if the expression (not following calls) contains a rule call.
+    pub fn has_call(&self) -> bool {
+        self.has_call
+    }
+}
+
 impl PartialEq for SharedExpr {
     fn eq(&self, other: &Self) -> bool {
         std::ptr::eq(self, other)

@@ -287,20 +287,30 @@ impl Json {
     }
 
     pub fn any_array_body(&self, value: RuleId) -> Expr {
+        self.array_of_values(Expr::Call(value))
+    }
+
+    /// Arrays whose items are `value`.
+    pub fn array_of_values(&self, value: Expr) -> Expr {
         let sep = Expr::concat([self.ws(), Expr::literal(","), self.ws()]);
         self.array_of(Expr::opt(Expr::concat([
-            Expr::Call(value),
-            Expr::star(Expr::concat([sep, Expr::Call(value)])),
+            value.clone(),
+            Expr::star(Expr::concat([sep, value])),
         ])))
     }
 
     pub fn any_object_body(&self, value: RuleId) -> Expr {
+        self.object_of_values(Expr::Call(value))
+    }
+
+    /// Objects (any keys) whose member values are `value`.
+    pub fn object_of_values(&self, value: Expr) -> Expr {
         let member = Expr::concat([
             self.any_string(),
             self.ws(),
             Expr::literal(":"),
             self.ws(),
-            Expr::Call(value),
+            value,
         ]);
         let member = Expr::shared(member);
         let sep = Expr::concat([self.ws(), Expr::literal(","), self.ws()]);

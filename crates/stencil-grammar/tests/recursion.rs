@@ -95,3 +95,50 @@ fn bounded_recursion_matches_the_oracle() {
         );
     }
 }
+
+/// `not` over object values open to any additional member (whose values call the recursive
+/// "any value" rule) is exact for values nested at most 3 deep and refuses deeper ones
+/// (a subset, never a superset). Checked against a direct reading of the schema.
+#[test]
+fn not_over_open_objects_is_exact_within_the_nesting_bound() {
+    let schema = json!({
+        "type": "object",
+        "not": {"properties": {"kind": {"const": "x"}}, "required": ["kind"]}
+    });
+    let compiled = compile_schema(&schema, &Options::default()).expect("compiles");
+    let g = &compiled.grammar;
+    let accepts = |v: &Value| matches(&g.rule(g.start).expr, &g.rules, v.to_string().as_bytes());
+    let valid = |v: &Value| v.is_object() && v.get("kind") != Some(&json!("x"));
+    let nesting = |v: &Value| {
+        fn depth(v: &Value) -> usize {
+            match v {
+                Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+                Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+        depth(v)
+    };
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut seen = [0usize; 2];
+    for i in 0..400 {
+        let mut v = random_value(None, 4, &mut rng);
+        if i % 3 == 0 {
+            let mut o = Map::new();
+            o.insert("kind".into(), json!(if i % 2 == 0 { "x" } else { "y" }));
+            o.insert("k".into(), v);
+            v = Value::Object(o);
+        }
+        let got = accepts(&v);
+        assert!(!got || valid(&v), "invalid instance accepted: {v}");
+        if nesting(&v) <= 3 {
+            assert_eq!(got, valid(&v), "{v}");
+        }
+        seen[got as usize] += 1;
+    }
+    assert!(seen[0] > 20 && seen[1] > 20, "{seen:?}");
+    // Deeper than the bound: refused even though valid (the documented subset).
+    let deep = json!({"a": {"b": {"c": {"d": 1}}}});
+    assert!(valid(&deep) && !accepts(&deep));
+    assert!(accepts(&json!({"a": {"b": [1]}})));
+}

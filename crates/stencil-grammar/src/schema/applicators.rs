@@ -230,7 +230,12 @@ impl Compiler<'_> {
                 // A branch identical to another overlaps it completely: it never matches alone.
                 let live: Vec<&Expr> = all
                     .iter()
-                    .filter(|e| all.iter().filter(|o| o == e).count() == 1)
+                    .filter(|e| {
+                        all.iter()
+                            .filter(|o| o == e || bounded::same_shape(o, e))
+                            .count()
+                            == 1
+                    })
                     .copied()
                     .collect();
                 out[t] = match live.len() {
@@ -413,6 +418,24 @@ impl Compiler<'_> {
         }
     }
 
+    /// `p - n` where the only recursion of either side is the "any value" rule: exact for
+    /// values nested at most [`bounded::NOT_DEPTH`] deep (see [`bounded`]); `None` when
+    /// another rule recurses.
+    fn subtract_within_depth(&mut self, p: &Expr, n: &Expr) -> Option<Expr> {
+        let any = self.any_rule?;
+        if !(bounded::calls_only(p, any) && bounded::calls_only(n, any)) {
+            return None;
+        }
+        let depth = bounded::NOT_DEPTH;
+        let within = bounded::any_value_within(&self.json, depth);
+        let by_count = bounded::value_within_by_count(&self.json, depth);
+        Some(Expr::and(vec![
+            bounded::substitute(p, any, &within),
+            bounded::nesting_within(depth),
+            Expr::Not(Box::new(bounded::substitute(n, any, &by_count))),
+        ]))
+    }
+
     /// `positive` minus `negative`, type by type (exact where neither side recurses).
     pub(super) fn subtract(
         &mut self,
@@ -427,8 +450,14 @@ impl Compiler<'_> {
             let any = self.any_parts();
             out[t] = if p.is_nothing() || n.is_nothing() {
                 p.clone()
-            } else if p == n || *n == any[t] {
+            } else if p == n
+                || *n == any[t]
+                || bounded::same_shape(p, n)
+                || bounded::same_shape(n, &any[t])
+            {
                 Expr::Nothing
+            } else if let Some(e) = self.subtract_within_depth(p, n) {
+                e
             } else if p.has_call() || n.has_call() {
                 self.refuse(
                     keyword,

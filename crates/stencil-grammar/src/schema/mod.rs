@@ -12,6 +12,7 @@
 
 mod applicators;
 mod arrays;
+mod bounded;
 mod disjoint;
 mod merge;
 mod objects;
