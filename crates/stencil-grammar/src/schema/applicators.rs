@@ -209,6 +209,8 @@ impl Compiler<'_> {
                     apart[j][i] = d;
                 }
             }
+            // The branches again for their complements (any member order), built when needed.
+            let mut negated: Option<Vec<Parts>> = None;
             let mut out = nothing();
             for t in 0..6 {
                 let live_ids: Vec<usize> = (0..branches.len())
@@ -222,22 +224,23 @@ impl Compiler<'_> {
                     out[t] = Expr::alt(live_ids.iter().map(|&i| branches[i][t].clone()));
                     continue;
                 }
-                let all: Vec<&Expr> = branches
-                    .iter()
-                    .map(|b| &b[t])
-                    .filter(|e| !e.is_nothing())
-                    .collect();
                 // A branch identical to another overlaps it completely: it never matches alone.
-                let live: Vec<&Expr> = all
+                let live_ids: Vec<usize> = live_ids
                     .iter()
-                    .filter(|e| {
-                        all.iter()
-                            .filter(|o| o == e || bounded::same_shape(o, e))
+                    .copied()
+                    .filter(|&i| {
+                        let e = &branches[i][t];
+                        live_ids
+                            .iter()
+                            .filter(|&&j| {
+                                let o = &branches[j][t];
+                                o == e || bounded::same_shape(o, e)
+                            })
                             .count()
                             == 1
                     })
-                    .copied()
                     .collect();
+                let live: Vec<&Expr> = live_ids.iter().map(|&i| &branches[i][t]).collect();
                 out[t] = match live.len() {
                     0 => Expr::Nothing,
                     1 => live[0].clone(),
@@ -251,15 +254,35 @@ impl Compiler<'_> {
                             ),
                         ))
                     }
-                    _ => Expr::alt((0..live.len()).map(|i| {
-                        let mut terms = vec![live[i].clone()];
-                        for (j, other) in live.iter().enumerate() {
-                            if j != i {
-                                terms.push(Expr::Not(Box::new((*other).clone())));
+                    _ => {
+                        if negated.is_none() {
+                            let mut v = Vec::with_capacity(list.len());
+                            for (i, b) in list.iter().enumerate() {
+                                v.push(self.negated_parts(b, &format!("{ptr}/oneOf/{i}"))?);
                             }
+                            negated = Some(v);
                         }
-                        Expr::and(terms)
-                    })),
+                        let negated = negated.as_ref().expect("built");
+                        if live_ids.iter().any(|&i| negated[i][t].has_call()) {
+                            return Err(GrammarError::unsupported(
+                                "oneOf",
+                                ptr,
+                                format!(
+                                    "branches that may overlap on {} values and contain recursion",
+                                    TYPES[t]
+                                ),
+                            ));
+                        }
+                        Expr::alt(live_ids.iter().map(|&i| {
+                            let mut terms = vec![branches[i][t].clone()];
+                            for &j in &live_ids {
+                                if j != i {
+                                    terms.push(Expr::Not(Box::new(negated[j][t].clone())));
+                                }
+                            }
+                            Expr::and(terms)
+                        }))
+                    }
                 };
             }
             return Ok(out);
@@ -270,7 +293,7 @@ impl Compiler<'_> {
                 return Ok(nothing());
             }
             let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
-            let negative = self.parts(not, &format!("{ptr}/not"))?;
+            let negative = self.negated_parts(not, &format!("{ptr}/not"))?;
             return self.subtract(positive, negative, ptr, "not");
         }
         if m.contains_key("if") {
@@ -289,7 +312,7 @@ impl Compiler<'_> {
                 &format!("{ptr}/then"),
             )?;
             let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
-            let cond_parts = self.parts(&cond, &format!("{ptr}/if"))?;
+            let cond_parts = self.negated_parts(&cond, &format!("{ptr}/if"))?;
             let else_only = self.subtract(with_else, cond_parts, ptr, "if")?;
             return Ok(std::array::from_fn(|t| {
                 Expr::alt([with_then[t].clone(), else_only[t].clone()])

@@ -126,6 +126,11 @@ impl Compiler<'_> {
         let items = m.get("items").cloned().unwrap_or(Value::Bool(true));
         let item_parts = self.parts(&items, &format!("{ptr}/items"))?;
         let hit_parts = self.parts(&m["contains"], &format!("{ptr}/contains"))?;
+        // Under `maxContains` the other items are those outside `contains`: its complement.
+        let not_hit_parts = match max_c {
+            Some(_) => self.negated_parts(&m["contains"], &format!("{ptr}/contains"))?,
+            None => nothing(),
+        };
         let mut hit = Vec::new();
         let mut miss = Vec::new();
         for t in 0..6 {
@@ -145,6 +150,7 @@ impl Compiler<'_> {
             };
             hit.push(both);
             if max_c.is_some() {
+                let h = &not_hit_parts[t];
                 miss.push(if h.is_nothing() {
                     i.clone()
                 } else if i.is_nothing() {

@@ -166,6 +166,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         draft,
         nodes: 0,
         depth: 0,
+        negating: 0,
     };
     if let Some(uri) = schema.get("$schema") {
         if !known_metaschema(uri) {
@@ -216,6 +217,11 @@ struct Compiler<'a> {
     draft: refs::Draft,
     nodes: usize,
     depth: usize,
+    /// Above zero while compiling a schema whose complement will be taken (`not`, `if`,
+    /// `oneOf`'s other branches, `contains` under `maxContains`): objects are then compiled in
+    /// any member order whatever [`Options::property_order`] says, since the complement of the
+    /// schema-order language would let through the same members written in another order.
+    negating: u32,
 }
 
 fn alt_parts(p: Parts) -> Expr {
@@ -272,6 +278,14 @@ impl<'a> Compiler<'a> {
             self.json.any_array_body(any),
             self.json.any_object_body(any),
         ]
+    }
+
+    /// [`parts`](Self::parts) of a schema whose complement will be taken (see `negating`).
+    fn negated_parts(&mut self, v: &Value, ptr: &str) -> Result<Parts, GrammarError> {
+        self.negating += 1;
+        let r = self.parts(v, ptr);
+        self.negating -= 1;
+        r
     }
 
     fn parts(&mut self, v: &Value, ptr: &str) -> Result<Parts, GrammarError> {
@@ -387,6 +401,11 @@ impl<'a> Compiler<'a> {
     /// can reach is already on the inline stack, and the only such targets are on a cycle
     /// with it: the key adds the stack counts of the cyclic targets.
     fn memo_key(&self, tptr: &str) -> String {
+        let tptr = &if self.negating > 0 {
+            format!("\u{1}{tptr}")
+        } else {
+            tptr.to_string()
+        };
         if self.opts.max_recursion.is_none() {
             return tptr.to_string();
         }

@@ -206,7 +206,17 @@ impl Compiler<'_> {
         }
         let extra = Expr::shared(Expr::alt(extra_members));
         let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
-        if self.opts.property_order == crate::PropertyOrder::Any && members.len() <= 64 {
+        let negating = self.negating > 0 && !members.is_empty();
+        if negating && members.len() > 64 {
+            return Err(GrammarError::unsupported(
+                "properties",
+                ptr,
+                "negating an object with more than 64 declared properties",
+            ));
+        }
+        if (self.opts.property_order == crate::PropertyOrder::Any || negating)
+            && members.len() <= 64
+        {
             let body = Expr::Object(std::sync::Arc::new(crate::expr::ObjectExpr {
                 presence: presence.map(|p| {
                     (
