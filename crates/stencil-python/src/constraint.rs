@@ -349,7 +349,7 @@ impl PyConstraint {
         self.tokenizer.vocab_size
     }
 
-    /// Warnings of a lenient compile (keywords not enforced).
+    /// What the compiler did not enforce: unknown formats, and keywords under `lenient`.
     #[getter]
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()

@@ -143,8 +143,11 @@ def test_schema_error_carries_keyword_and_pointer(tok):
         stencil.Constraint.json_schema({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}, tok)
     assert e.value.pointer == "#/properties/a"
     assert isinstance(e.value, ValueError) and isinstance(e.value, stencil.StencilError)
+    # An unknown format is an annotation with a warning, refused under format="strict".
+    c = stencil.Constraint.json_schema({"type": "string", "format": "no-such-format"}, tok)
+    assert any("no-such-format" in w for w in c.warnings)
     with pytest.raises(stencil.SchemaError) as e:
-        stencil.Constraint.json_schema({"type": "string", "format": "no-such-format"}, tok)
+        stencil.Constraint.json_schema({"type": "string", "format": "no-such-format"}, tok, format="strict")
     assert e.value.keyword == "format"
     assert e.value.pointer.endswith("format") or e.value.pointer == "#"
     with pytest.raises(stencil.SchemaError) as e:

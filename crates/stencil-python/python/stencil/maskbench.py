@@ -144,7 +144,9 @@ def check_dump(tokenizer_path: str, data: List[str], limit: Optional[int], dump_
             file = json.load(f)
         count = int(take(1)[0])
         try:
+            # Compiled means compiled and a first mask computed, as `stencil bench maskbench`.
             c = _compile(tok, file["schema"])
+            c.matcher().fill_next_token_bitmask(bitmask)
         except stencil.StencilError as e:
             if count == 0xFFFFFFFF:
                 continue
