@@ -141,11 +141,7 @@ fn eos_special_tokens_rollback_and_errors() {
     );
     let mut m = c.matcher().expect("matcher");
     let mut mask = TokenSet::new(vocab.len());
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&i| vocab.token_bytes(i) == s.as_bytes())
-            .expect("token")
-    };
+    let id = |s: &str| token_id(&vocab, s);
     m.compute_mask(&mut mask).unwrap();
     assert!(
         !mask.contains(eos) && !mask.contains(tool),
@@ -685,11 +681,7 @@ fn a_nullable_recursive_rule_at_the_end_lets_the_output_end() {
         &vocab,
         Whitespace::Compact,
     );
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&i| vocab.token_bytes(i) == s.as_bytes())
-            .expect("token")
-    };
+    let id = |s: &str| token_id(&vocab, s);
     let mut m = c.matcher().expect("matcher");
     let mut mask = TokenSet::new(vocab.len());
     m.commit(id("{ }")).unwrap();
@@ -723,11 +715,7 @@ fn right_recursion_runs_longer_than_the_call_depth_limit() {
         &vocab,
         Whitespace::Compact,
     );
-    let id = |s: &str| {
-        (0..vocab.len() as u32)
-            .find(|&i| vocab.token_bytes(i) == s.as_bytes())
-            .expect("token")
-    };
+    let id = |s: &str| token_id(&vocab, s);
     let mut m = c.matcher().expect("matcher");
     let mut mask = TokenSet::new(vocab.len());
     m.commit(id("{")).unwrap();
@@ -738,4 +726,11 @@ fn right_recursion_runs_longer_than_the_call_depth_limit() {
     }
     m.commit(id("}")).unwrap();
     assert!(m.is_accepting());
+}
+
+/// The id of the token spelled `s`.
+fn token_id(vocab: &Vocab, s: &str) -> u32 {
+    (0..vocab.len() as u32)
+        .find(|&i| vocab.token_bytes(i) == s.as_bytes())
+        .expect("token")
 }

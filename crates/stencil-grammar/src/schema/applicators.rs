@@ -241,19 +241,20 @@ impl Compiler<'_> {
                     })
                     .collect();
                 let live: Vec<&Expr> = live_ids.iter().map(|&i| &branches[i][t]).collect();
+                let recursive_overlap = || {
+                    GrammarError::unsupported(
+                        "oneOf",
+                        ptr,
+                        format!(
+                            "branches that may overlap on {} values and contain recursion",
+                            TYPES[t]
+                        ),
+                    )
+                };
                 out[t] = match live.len() {
                     0 => Expr::Nothing,
                     1 => live[0].clone(),
-                    _ if live.iter().any(|e| e.has_call()) => {
-                        return Err(GrammarError::unsupported(
-                            "oneOf",
-                            ptr,
-                            format!(
-                                "branches that may overlap on {} values and contain recursion",
-                                TYPES[t]
-                            ),
-                        ))
-                    }
+                    _ if live.iter().any(|e| e.has_call()) => return Err(recursive_overlap()),
                     _ => {
                         if negated.is_none() {
                             let mut v = Vec::with_capacity(list.len());
@@ -264,14 +265,7 @@ impl Compiler<'_> {
                         }
                         let negated = negated.as_ref().expect("built");
                         if live_ids.iter().any(|&i| negated[i][t].has_call()) {
-                            return Err(GrammarError::unsupported(
-                                "oneOf",
-                                ptr,
-                                format!(
-                                    "branches that may overlap on {} values and contain recursion",
-                                    TYPES[t]
-                                ),
-                            ));
+                            return Err(recursive_overlap());
                         }
                         Expr::alt(live_ids.iter().map(|&i| {
                             let mut terms = vec![branches[i][t].clone()];
