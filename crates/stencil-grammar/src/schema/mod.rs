@@ -243,15 +243,20 @@ impl<'a> Compiler<'a> {
 
     fn refuse(&mut self, keyword: &str, ptr: &str, reason: &str) -> Result<(), GrammarError> {
         if self.opts.lenient {
-            self.warnings.push(Warning {
-                keyword: keyword.into(),
-                pointer: ptr.into(),
-                reason: reason.into(),
-            });
+            self.warn(keyword, ptr, reason);
             Ok(())
         } else {
             Err(GrammarError::unsupported(keyword, ptr, reason))
         }
+    }
+
+    /// Records that `keyword` at `ptr` is not enforced, and why.
+    fn warn(&mut self, keyword: &str, ptr: &str, reason: &str) {
+        self.warnings.push(Warning {
+            keyword: keyword.into(),
+            pointer: ptr.into(),
+            reason: reason.into(),
+        });
     }
 
     fn any_rule(&mut self) -> RuleId {
@@ -399,15 +404,16 @@ impl<'a> Compiler<'a> {
     /// to the same parts everywhere (calls to recursive targets' rules mean the same in any
     /// place). With it, what a target compiles to depends on how many times each target it
     /// can reach is already on the inline stack, and the only such targets are on a cycle
-    /// with it: the key adds the stack counts of the cyclic targets.
+    /// with it: the key adds the stack counts of the cyclic targets. Parts compiled to be
+    /// negated (any member order) have keys of their own.
     fn memo_key(&self, tptr: &str) -> String {
-        let tptr = &if self.negating > 0 {
-            format!("\u{1}{tptr}")
-        } else {
-            tptr.to_string()
-        };
+        let mut key = String::with_capacity(tptr.len() + 1);
+        if self.negating > 0 {
+            key.push('\u{1}');
+        }
+        key.push_str(tptr);
         if self.opts.max_recursion.is_none() {
-            return tptr.to_string();
+            return key;
         }
         let mut on_stack: Vec<&str> = self
             .inline_stack
@@ -415,12 +421,8 @@ impl<'a> Compiler<'a> {
             .map(String::as_str)
             .filter(|t| self.cyclic.contains(*t))
             .collect();
-        if on_stack.is_empty() {
-            return tptr.to_string();
-        }
         // The stack as a multiset: sorted, so order does not matter, repeats count.
         on_stack.sort_unstable();
-        let mut key = tptr.to_string();
         for t in on_stack {
             key.push('\u{0}');
             key.push_str(t);

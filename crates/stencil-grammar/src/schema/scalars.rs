@@ -225,13 +225,11 @@ impl Compiler<'_> {
                     None if self.opts.format == FormatMode::Strict => {
                         self.refuse("format", ptr, &format!("unknown format {f:?}"))?
                     }
-                    None => self.warnings.push(Warning {
-                        keyword: "format".into(),
-                        pointer: ptr.into(),
-                        reason: format!(
-                            "unknown format {f:?}, an annotation: any string is allowed"
-                        ),
-                    }),
+                    None => self.warn(
+                        "format",
+                        ptr,
+                        &format!("unknown format {f:?}, an annotation: any string is allowed"),
+                    ),
                 }
             }
         }
