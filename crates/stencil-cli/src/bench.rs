@@ -27,6 +27,12 @@ pub struct BenchArgs {
     /// `decode_ms_at_context` maps each to the median over the runs.
     #[arg(long)]
     pub context: Vec<usize>,
+    /// Also report the perplexity of this text file (its first `--perplexity-tokens` tokens,
+    /// one decode step each, so the decode path is what is measured).
+    #[arg(long, value_name = "FILE")]
+    pub perplexity: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 512)]
+    pub perplexity_tokens: usize,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -90,6 +96,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !at_context.is_empty() {
         summary["decode_ms_at_context"] = at_context.into();
     }
+    if let Some(path) = &args.perplexity {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let mut ids = loaded.tokenizer.encode(&text, true)?;
+        ids.truncate(args.perplexity_tokens.min(loaded.model.context_length()));
+        if ids.len() < 2 {
+            anyhow::bail!("{}: fewer than 2 tokens of text", path.display());
+        }
+        summary["perplexity_tokens"] = ids.len().into();
+        summary["perplexity"] =
+            ((perplexity(loaded.model.as_ref(), &ids)? * 1e4).round() / 1e4).into();
+    }
     if args.batch > 1 {
         let step_ms = batch_decode(&loaded, prompt, args.batch, args.decode_tokens, args.runs)?;
         let tps = args.batch as f64 * 1e3 / step_ms;
@@ -118,6 +136,28 @@ fn greedy_decode_ms(
         next = argmax(&logits.to_vec1::<f32>()?).unwrap_or(0);
     }
     Ok(t.elapsed().as_secs_f64() * 1e3 / steps.max(1) as f64)
+}
+
+/// exp of the mean negative log-likelihood of `ids[1..]`, each predicted from the ones before
+/// it, feeding one token per forward (the decode path).
+fn perplexity(
+    model: &dyn stencil_runtime::models::LanguageModel,
+    ids: &[u32],
+) -> anyhow::Result<f64> {
+    let mut session = model.new_session()?;
+    let mut nll = 0f64;
+    for w in ids.windows(2) {
+        let logits = session.forward(&w[..1])?.to_vec1::<f32>()?;
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let log_z = max
+            + logits
+                .iter()
+                .map(|&l| (l as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
+        nll += log_z - logits[w[1] as usize] as f64;
+    }
+    Ok((nll / (ids.len() - 1) as f64).exp())
 }
 
 /// Median ms per decode step of `batch` sequences (after the same prompt), one batched

@@ -92,10 +92,19 @@ pub struct ModelArgs {
     /// cpu, `cuda[:N]` or metal.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Keep GGUF weights exactly as stored (by default Q4_1/Q5_0/Q5_1 are re-quantized to
-    /// Q8_0 at load, which decodes ~2x faster on CPU).
-    #[arg(long)]
-    pub keep_quantization: bool,
+    /// How GGUF weights are held in memory: `auto` keeps every format with a fast kernel as
+    /// stored and re-quantizes Q5_0/Q5_1 to Q8_0; `as-stored` keeps every tensor as stored;
+    /// `q8-0` re-quantizes Q4_0/Q4_1/Q5_0/Q5_1 to Q8_0.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub weights: Weights,
+}
+
+/// `--weights` values (see [`WeightFormat`]).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    Auto,
+    AsStored,
+    Q8_0,
 }
 
 impl ModelArgs {
@@ -110,10 +119,10 @@ impl ModelArgs {
         bar.set_message("loading model");
         let options = LoadOptions {
             device: self.device.clone(),
-            weight_format: if self.keep_quantization {
-                WeightFormat::AsStored
-            } else {
-                WeightFormat::Auto
+            weight_format: match self.weights {
+                Weights::Auto => WeightFormat::Auto,
+                Weights::AsStored => WeightFormat::AsStored,
+                Weights::Q8_0 => WeightFormat::Q8_0,
             },
         };
         let loaded = loader::load(&files, &options, |done, total| {

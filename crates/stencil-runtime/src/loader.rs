@@ -91,7 +91,7 @@ pub fn load(
                 .meta()
                 .opt_str("tokenizer.chat_template")
                 .map(str::to_string);
-            let dtypes = weight_summary(&gguf, options.weight_format);
+            let dtypes = weight_summary(&gguf, options.weight_format, &device);
             let model =
                 quantized_llama::Model::load(&mut gguf, &device, options.weight_format, progress)?;
             (
@@ -134,23 +134,23 @@ pub fn load(
 }
 
 /// "Q4_1 re-quantized to Q8_0 at load" style summary of the weight formats.
-fn weight_summary(gguf: &GgufFile, format: WeightFormat) -> String {
-    let mut counts = std::collections::BTreeMap::new();
+fn weight_summary(gguf: &GgufFile, format: WeightFormat, device: &Device) -> String {
+    let mut counts: Vec<(candle_core::quantized::GgmlDType, usize)> = Vec::new();
     for info in gguf.content.tensor_infos.values() {
         if info.shape.rank() >= 2 {
-            *counts.entry(format!("{:?}", info.ggml_dtype)).or_insert(0) += 1;
+            match counts.iter_mut().find(|(d, _)| *d == info.ggml_dtype) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((info.ggml_dtype, 1)),
+            }
         }
     }
-    let main = counts
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(d, _)| d.clone())
-        .unwrap_or_default();
-    let requant = matches!(main.as_str(), "Q4_1" | "Q5_0" | "Q5_1") && format == WeightFormat::Auto;
-    if requant {
-        format!("{main} re-quantized to Q8_0 at load")
+    let Some(&(main, _)) = counts.iter().max_by_key(|(_, n)| *n) else {
+        return String::new();
+    };
+    if format.requantizes(main, device) {
+        format!("{main:?} re-quantized to Q8_0 at load")
     } else {
-        main
+        format!("{main:?}")
     }
 }
 

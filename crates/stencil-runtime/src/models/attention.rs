@@ -9,11 +9,14 @@
 
 use std::cell::RefCell;
 
-/// One layer's keys and values of one sequence, `[position][n_kv_head * head_dim]`.
+use half::f16;
+
+/// One layer's keys and values of one sequence, `[position][n_kv_head * head_dim]`, in f16
+/// (as llama.cpp's default cache): at long contexts decoding is bound by reading the cache.
 #[derive(Default)]
 pub struct HostKv {
-    k: Vec<f32>,
-    v: Vec<f32>,
+    k: Vec<f16>,
+    v: Vec<f16>,
 }
 
 /// Head layout and RoPE tables.
@@ -96,8 +99,9 @@ impl Attention {
                 c.k.reserve_exact(s.reserve * kw);
                 c.v.reserve_exact(s.reserve * kw);
             }
-            c.k.extend_from_slice(&k[s.first * kw..(s.first + s.rows) * kw]);
-            c.v.extend_from_slice(&v[s.first * kw..(s.first + s.rows) * kw]);
+            let rows = s.first * kw..(s.first + s.rows) * kw;
+            c.k.extend(k[rows.clone()].iter().map(|&x| f16::from_f32(x)));
+            c.v.extend(v[rows].iter().map(|&x| f16::from_f32(x)));
         }
         let mut out = vec![0f32; total * qw];
         let out_ptr = OutPtr(out.as_mut_ptr());
@@ -158,54 +162,57 @@ unsafe impl Sync for OutPtr {}
 /// One (row, head) unit: a query against `len` cached positions of one KV head.
 struct Head<'a> {
     q: &'a [f32],
-    keys: &'a [f32],
-    values: &'a [f32],
-    /// Floats per cached position, and where this KV head starts in one.
+    keys: &'a [f16],
+    values: &'a [f16],
+    /// Values per cached position, and where this KV head starts in one.
     stride: usize,
     offset: usize,
     len: usize,
     scale: f32,
 }
 
+/// Lanes of the fixed-order sums (one AVX2 register of f32).
+const LANES: usize = 8;
+
 impl Head<'_> {
     /// Writes softmax(q k^T * scale) v into `y` (zeroed), with `scores` as scratch.
+    ///
+    /// Every sum runs in eight lanes of FMAs in a fixed order and `exp` is [`exp`], so the
+    /// AVX2 path and the portable one give the same bits.
     fn attend(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if super::q8_0::avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA (checked at run time).
-            return unsafe { self.attend_avx2(scores, y) };
+        if self.q.len() % LANES == 0 && super::simd() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time); rows are whole
+            // registers.
+            return unsafe { avx2::attend(self, scores, y) };
         }
         self.attend_portable(scores, y)
     }
 
-    /// The same code compiled for AVX2: the same operations in the same order, on wider
-    /// vectors (no contraction into FMA), so results are bit-identical to the portable path.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn attend_avx2(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
-        self.attend_portable(scores, y)
-    }
-
-    #[inline(always)]
     fn attend_portable(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
         let hd = y.len();
         scores.clear();
         let mut max = f32::NEG_INFINITY;
         for j in 0..self.len {
             let at = j * self.stride + self.offset;
-            let x = dot(self.q, &self.keys[at..at + hd]) * self.scale;
+            let mut acc = [0f32; LANES];
+            for (i, (&q, &k)) in self.q.iter().zip(&self.keys[at..at + hd]).enumerate() {
+                acc[i % LANES] = q.mul_add(k.to_f32(), acc[i % LANES]);
+            }
+            let x = hsum(acc) * self.scale;
             max = max.max(x);
             scores.push(x);
         }
-        let mut sum = 0f32;
-        for x in scores.iter_mut() {
-            *x = (*x - max).exp();
-            sum += *x;
+        let mut lanes = [0f32; LANES];
+        for (j, x) in scores.iter_mut().enumerate() {
+            *x = exp(*x - max);
+            lanes[j % LANES] += *x;
         }
+        let sum = hsum(lanes);
         for (j, &w) in scores.iter().enumerate() {
             let at = j * self.stride + self.offset;
-            for (o, &x) in y.iter_mut().zip(&self.values[at..at + hd]) {
-                *o += w * x;
+            for (o, &v) in y.iter_mut().zip(&self.values[at..at + hd]) {
+                *o = w.mul_add(v.to_f32(), *o);
             }
         }
         let inv = 1.0 / sum;
@@ -213,19 +220,198 @@ impl Head<'_> {
     }
 }
 
-/// Dot product with eight independent sums (vectorizes; the order is fixed).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
+/// The AVX2 horizontal sum order: lane `i` plus lane `i + 4`, then neighbours (`hadd`).
+fn hsum(v: [f32; LANES]) -> f32 {
+    let r: [f32; 4] = std::array::from_fn(|i| v[i] + v[i + 4]);
+    (r[0] + r[1]) + (r[2] + r[3])
+}
+
+/// `e^x` for the softmax (`x <= 0`), to about 2 ulp: Cephes' `expf` polynomial after
+/// reducing by `n ln 2`, in operations the AVX2 path repeats one for one.
+fn exp(x: f32) -> f32 {
+    let x = x.max(EXP_MIN);
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = n.mul_add(-LN2_HI, x);
+    let r = n.mul_add(-LN2_LO, r);
+    let mut p = EXP_POLY[0];
+    for c in &EXP_POLY[1..] {
+        p = p.mul_add(r, *c);
+    }
+    let y = p.mul_add(r * r, r) + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// Below this `exp` would need a subnormal scale; `e^-87` is 0 for a softmax weight anyway.
+const EXP_MIN: f32 = -87.0;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    0.5,
+];
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Head, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO};
+    use std::arch::x86_64::*;
+
+    /// [`Head::attend_portable`] eight lanes at a time: scores for eight positions at once
+    /// (eight independent FMA chains, summed by one transposing reduction), and the output
+    /// held in registers across all positions.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn attend(h: &Head<'_>, scores: &mut Vec<f32>, y: &mut [f32]) {
+        let hd = y.len();
+        let chunks = hd / LANES;
+        scores.clear();
+        scores.resize(h.len, 0.0);
+        let (kp, qp) = (h.keys.as_ptr(), h.q.as_ptr());
+        let whole = h.len / LANES * LANES;
+        let sp = scores.as_mut_ptr();
+        let scale = _mm256_set1_ps(h.scale);
+        let mut vmax = _mm256_set1_ps(f32::NEG_INFINITY);
+        // SAFETY (loads and stores below): position j's head spans `at..at + hd` of the
+        // cache, and `q`, `y` and `scores` have `hd`, `hd` and `len` elements.
+        for j0 in (0..whole).step_by(LANES) {
+            let mut acc = [_mm256_setzero_ps(); LANES];
+            for c in 0..chunks {
+                let q = unsafe { _mm256_loadu_ps(qp.add(c * LANES)) };
+                for (t, a) in acc.iter_mut().enumerate() {
+                    let at = (j0 + t) * h.stride + h.offset + c * LANES;
+                    let k = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(kp.add(at).cast())) };
+                    *a = _mm256_fmadd_ps(q, k, *a);
+                }
+            }
+            let x = _mm256_mul_ps(hsum8(acc), scale);
+            vmax = _mm256_max_ps(vmax, x);
+            unsafe { _mm256_storeu_ps(sp.add(j0), x) };
+        }
+        let mut lanes = [0f32; LANES];
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), vmax) };
+        let mut max = lanes.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        for (j, s) in scores.iter_mut().enumerate().skip(whole) {
+            let at = j * h.stride + h.offset;
+            let mut acc = _mm256_setzero_ps();
+            for c in 0..chunks {
+                let k = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(kp.add(at + c * LANES).cast())) };
+                let q = unsafe { _mm256_loadu_ps(qp.add(c * LANES)) };
+                acc = _mm256_fmadd_ps(q, k, acc);
+            }
+            let x = hsum(acc) * h.scale;
+            max = max.max(x);
+            *s = x;
+        }
+        let mut lanes = _mm256_setzero_ps();
+        let vmax = _mm256_set1_ps(max);
+        let sp = scores.as_mut_ptr();
+        for j in (0..whole).step_by(LANES) {
+            let e = exp(_mm256_sub_ps(unsafe { _mm256_loadu_ps(sp.add(j)) }, vmax));
+            unsafe { _mm256_storeu_ps(sp.add(j), e) };
+            lanes = _mm256_add_ps(lanes, e);
+        }
+        let mut rest = [0f32; LANES];
+        unsafe { _mm256_storeu_ps(rest.as_mut_ptr(), lanes) };
+        for (j, x) in scores.iter_mut().enumerate().skip(whole) {
+            *x = super::exp(*x - max);
+            rest[j % LANES] += *x;
+        }
+        let inv = _mm256_set1_ps(1.0 / super::hsum(rest));
+        let mut c = 0;
+        while c < chunks {
+            // SAFETY: the caller's, and chunks `c..c + N` are within the head.
+            unsafe {
+                if chunks - c >= 8 {
+                    weigh_values::<8>(h, scores, c, inv, y);
+                    c += 8;
+                } else {
+                    weigh_values::<1>(h, scores, c, inv, y);
+                    c += 1;
+                }
+            }
         }
     }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
+
+    /// `y[chunks c..c + N] = Σ_j scores[j] v_j * inv`, the sum in position order with the
+    /// `N` chunks of `y` in registers.
+    ///
+    /// # Safety
+    /// As [`attend`]'s loads, for chunks `c..c + N`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weigh_values<const N: usize>(
+        h: &Head<'_>,
+        scores: &[f32],
+        c: usize,
+        inv: __m256,
+        y: &mut [f32],
+    ) {
+        let vp = h.values.as_ptr();
+        let mut o = [_mm256_setzero_ps(); N];
+        for (j, &w) in scores.iter().enumerate() {
+            let at = j * h.stride + h.offset + c * LANES;
+            let w = _mm256_set1_ps(w);
+            for (i, o) in o.iter_mut().enumerate() {
+                let v = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(vp.add(at + i * LANES).cast())) };
+                *o = _mm256_fmadd_ps(w, v, *o);
+            }
+        }
+        for (i, o) in o.iter().enumerate() {
+            unsafe {
+                _mm256_storeu_ps(y.as_mut_ptr().add((c + i) * LANES), _mm256_mul_ps(*o, inv))
+            };
+        }
+    }
+
+    /// [`super::hsum`] of eight registers at once: lane `i` of the result is the sum of
+    /// `a[i]`, in the same order.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum8(a: [__m256; LANES]) -> __m256 {
+        // Lanes i and i + 4 of a[t] (low half) and of a[t + 4] (high half).
+        let halves = |t: usize| {
+            _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(a[t], a[t + 4]),
+                _mm256_permute2f128_ps::<0x31>(a[t], a[t + 4]),
+            )
+        };
+        let (s04, s15, s26, s37) = (halves(0), halves(1), halves(2), halves(3));
+        // Per half: (r0 + r1), (r2 + r3) of two registers, then their sums.
+        _mm256_hadd_ps(_mm256_hadd_ps(s04, s15), _mm256_hadd_ps(s26, s37))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum(x: __m256) -> f32 {
+        let mut lanes = [0f32; LANES];
+        // SAFETY: eight f32 fit in `lanes`.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
+        super::hsum(lanes)
+    }
+
+    /// [`super::exp`] on eight lanes.
+    #[target_feature(enable = "avx2,fma")]
+    fn exp(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
+        let mut p = _mm256_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(
+            _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+            _mm256_set1_ps(1.0),
+        );
+        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(bits))
+    }
 }
 
 #[cfg(test)]
@@ -293,31 +479,63 @@ mod tests {
         out
     }
 
+    fn halves(v: &[f32]) -> Vec<f16> {
+        v.iter().map(|&x| f16::from_f32(x)).collect()
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn the_avx2_build_is_bit_identical_to_the_portable_one() {
-        if !crate::models::q8_0::avx2_fma() {
-            eprintln!("NOTICE: no AVX2/FMA on this CPU; nothing to compare");
+    fn the_avx2_path_is_bit_identical_to_the_portable_one() {
+        if !crate::models::simd() {
+            eprintln!("NOTICE: no AVX2/FMA/F16C on this CPU; nothing to compare");
             return;
         }
-        let (hd, len, stride) = (64, 300, 3 * 64);
-        let q = values(hd, 7);
-        let keys = values(len * stride, 8);
-        let vals = values(len * stride, 9);
-        let head = Head {
-            q: &q,
-            keys: &keys,
-            values: &vals,
-            stride,
-            offset: 64,
-            len,
-            scale: 0.125,
-        };
-        let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
-        head.attend_portable(&mut Vec::new(), &mut a);
-        // SAFETY: checked above.
-        unsafe { head.attend_avx2(&mut Vec::new(), &mut b) };
-        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        // Lengths with and without a partial last group of eight scores.
+        // Head sizes with one, more than one, and a partial group of eight output chunks.
+        let cases = [
+            (300, 7, 64),
+            (1, 8, 64),
+            (13, 9, 64),
+            (64, 10, 64),
+            (21, 11, 128),
+            (40, 12, 80),
+        ];
+        for (len, seed, hd) in cases {
+            let stride = 3 * hd;
+            let q = values(hd, seed);
+            let keys = halves(&values(len * stride, seed + 1));
+            let vals = halves(&values(len * stride, seed + 2));
+            let head = Head {
+                q: &q,
+                keys: &keys,
+                values: &vals,
+                stride,
+                offset: hd,
+                len,
+                scale: 2.0,
+            };
+            let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
+            head.attend_portable(&mut Vec::new(), &mut a);
+            // SAFETY: checked above.
+            unsafe { avx2::attend(&head, &mut Vec::new(), &mut b) };
+            assert!(
+                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "len {len}, head size {hd}"
+            );
+        }
+    }
+
+    #[test]
+    fn exp_is_within_two_ulp_of_the_library_exp() {
+        let mut worst = 0f64;
+        for i in 0..=200_000 {
+            let x = -87.0 * i as f32 / 200_000.0;
+            let (got, want) = (exp(x) as f64, (x as f64).exp());
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert!(worst < 2.5e-7, "relative error {worst}");
+        assert_eq!(exp(0.0), 1.0);
+        assert!(exp(-1000.0) < 1e-37);
     }
 
     #[test]
@@ -384,11 +602,12 @@ mod tests {
                 both[3 * qw..].to_vec(),
                 "batched row differs from alone"
             );
-            // Against the reference: rotated keys as stored, values as given.
-            let keys: Vec<Vec<f32>> = (0..6)
-                .map(|j| ca.k[j * kw..(j + 1) * kw].to_vec())
-                .collect();
-            let vals: Vec<Vec<f32>> = (0..6).map(|j| va[j * kw..(j + 1) * kw].to_vec()).collect();
+            // Against the reference: rotated keys and values as stored (in f16).
+            let stored = |c: &[f16], j: usize| -> Vec<f32> {
+                c[j * kw..(j + 1) * kw].iter().map(|x| x.to_f32()).collect()
+            };
+            let keys: Vec<Vec<f32>> = (0..6).map(|j| stored(&ca.k, j)).collect();
+            let vals: Vec<Vec<f32>> = (0..6).map(|j| stored(&ca.v, j)).collect();
             let want = reference(&a, &qa[5 * qw..], &keys, &vals, 5);
             for (x, y) in alone.iter().zip(&want) {
                 assert!((x - y).abs() < 1e-5, "{x} vs {y}");

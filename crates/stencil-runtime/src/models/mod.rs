@@ -7,10 +7,23 @@
 
 pub mod attention;
 pub mod llama_safetensors;
+pub mod q4;
 pub mod q8_0;
 pub mod quantized_llama;
 
 use std::any::Any;
+
+/// Whether the CPU has AVX2, FMA and F16C (checked once): the CPU kernels' SIMD paths.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn simd() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
+}
 
 use candle_core::Tensor;
 

@@ -65,6 +65,32 @@ impl Q8Matrix {
         }))
     }
 
+    /// The matrices' columns side by side (one matmul instead of several over the same
+    /// input); `None` unless all have the same `k`.
+    pub fn concat(parts: &[&Self]) -> Option<Self> {
+        let k = parts.first()?.k;
+        if parts.iter().any(|p| p.k != k) {
+            return None;
+        }
+        Some(Self {
+            n: parts.iter().map(|p| p.n).sum(),
+            k,
+            scales: parts
+                .iter()
+                .flat_map(|p| p.scales.iter().copied())
+                .collect(),
+            quants: parts
+                .iter()
+                .flat_map(|p| p.quants.iter().copied())
+                .collect(),
+        })
+    }
+
+    /// Output columns.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.apply_op1_no_bwd(self)
@@ -154,8 +180,8 @@ impl Activations {
 /// Dots of `rows` (at most [`ROW_TILE`]) activation rows from `first` with one weight column.
 fn dot_rows(w: Column<'_>, act: &Activations, first: usize, rows: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+    if super::simd() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time).
         unsafe { avx2::dot_rows(w, act, first, rows, out) };
         return;
     }
@@ -174,14 +200,6 @@ fn dot_scalar(w: &Column<'_>, (a_scales, a_quants): (&[f32], &[i8])) -> f32 {
         sum += s as f32 * wd * ad;
     }
     sum
-}
-
-/// Whether the CPU has AVX2 and FMA (checked once).
-#[cfg(target_arch = "x86_64")]
-pub(super) fn avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
 #[cfg(target_arch = "x86_64")]

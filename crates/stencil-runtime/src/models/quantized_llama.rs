@@ -15,6 +15,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::attention::{Attention, HostKv, Rows};
+use super::q4::Q4Matrix;
 use super::q8_0::Q8Matrix;
 use crate::error::{CandleContext, Result, RuntimeError};
 use crate::gguf::GgufFile;
@@ -82,21 +83,36 @@ impl Config {
 /// How quantized weights are stored in memory after loading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightFormat {
-    /// Keep SIMD-friendly formats; re-quantize Q4_1/Q5_0/Q5_1 (which have no SIMD kernel in
-    /// candle's CPU backend) to Q8_0. Measured ~2x faster decode on the default model.
+    /// Keep every format that has a fast kernel as stored (on the CPU: Q4_0, Q4_1 and Q8_0
+    /// through our own kernels, K-quants through candle's); re-quantize the rest (Q5_0, Q5_1,
+    /// and Q4_1 on other devices) to Q8_0.
     #[default]
     Auto,
     /// Keep every tensor exactly as stored in the file.
     AsStored,
+    /// Re-quantize Q4_0/Q4_1/Q5_0/Q5_1 to Q8_0 (the default before the Q4 kernel; kept for
+    /// comparisons).
+    Q8_0,
 }
 
-fn needs_requant(dtype: GgmlDType) -> bool {
-    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
+impl WeightFormat {
+    /// Whether a tensor of `dtype` is re-quantized to Q8_0 at load on `device`.
+    pub fn requantizes(self, dtype: GgmlDType, device: &Device) -> bool {
+        let q4 = matches!(dtype, GgmlDType::Q4_0 | GgmlDType::Q4_1);
+        let q5 = matches!(dtype, GgmlDType::Q5_0 | GgmlDType::Q5_1);
+        match self {
+            WeightFormat::AsStored => false,
+            WeightFormat::Q8_0 => q4 || q5,
+            WeightFormat::Auto => q5 || (dtype == GgmlDType::Q4_1 && !device.is_cpu()),
+        }
+    }
 }
 
-/// A weight matrix: Q8_0 on the CPU through our batched kernel, anything else through candle.
+/// A weight matrix: Q8_0 and Q4_0/Q4_1 on the CPU through our batched kernels, anything else
+/// through candle.
 enum MatMul {
     Q8(Q8Matrix),
+    Q4(Q4Matrix),
     Candle(QMatMul),
 }
 
@@ -104,23 +120,75 @@ impl MatMul {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             MatMul::Q8(m) => m.forward(x),
+            MatMul::Q4(m) => m.forward(x),
             MatMul::Candle(m) => m.forward(x),
         }
     }
 }
 
-struct Linear {
-    weight: MatMul,
-    bias: Option<Tensor>,
+/// Weight matrices applied to the same input (Q, K, V; gate and up), with optional biases.
+/// Where our kernels hold them all they are one matrix: one activation quantization and one
+/// pass over the thread pool instead of several. Each output column is computed exactly as in
+/// its own matrix, so fusing changes no result.
+enum Projections {
+    Fused { weight: MatMul, widths: Vec<usize> },
+    Separate(Vec<MatMul>),
 }
 
-impl Linear {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let y = self.weight.forward(x)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
+impl Projections {
+    fn new(parts: Vec<MatMul>) -> Self {
+        let fused = if parts.iter().all(|p| matches!(p, MatMul::Q4(_))) {
+            let q4: Vec<&Q4Matrix> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    MatMul::Q4(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            Q4Matrix::concat(&q4).map(|m| (MatMul::Q4(m), q4.iter().map(|m| m.n()).collect()))
+        } else if parts.iter().all(|p| matches!(p, MatMul::Q8(_))) {
+            let q8: Vec<&Q8Matrix> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    MatMul::Q8(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            Q8Matrix::concat(&q8).map(|m| (MatMul::Q8(m), q8.iter().map(|m| m.n()).collect()))
+        } else {
+            None
+        };
+        match fused {
+            Some((weight, widths)) => Projections::Fused { weight, widths },
+            None => Projections::Separate(parts),
         }
+    }
+
+    /// Each matrix's product with `x` (`[.., k]`), in order.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+        match self {
+            Projections::Separate(parts) => parts.iter().map(|m| m.forward(x)).collect(),
+            Projections::Fused { weight, widths } => {
+                let y = weight.forward(x)?;
+                let last = y.rank() - 1;
+                let mut at = 0;
+                widths
+                    .iter()
+                    .map(|&w| {
+                        let part = y.narrow(last, at, w);
+                        at += w;
+                        part
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+fn add_bias(y: Tensor, bias: &Option<Tensor>) -> candle_core::Result<Tensor> {
+    match bias {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
     }
 }
 
@@ -137,13 +205,15 @@ impl RmsNorm {
 
 struct Layer {
     attn_norm: RmsNorm,
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
-    wo: Linear,
+    /// Q, K and V.
+    qkv: Projections,
+    /// Q, K and V biases (Qwen2).
+    qkv_bias: [Option<Tensor>; 3],
+    wo: MatMul,
+    wo_bias: Option<Tensor>,
     ffn_norm: RmsNorm,
-    gate: MatMul,
-    up: MatMul,
+    /// Gate and up.
+    gate_up: Projections,
     down: MatMul,
 }
 
@@ -177,7 +247,7 @@ impl Loader<'_> {
         let t = content
             .tensor(reader, name, self.device)
             .ctx(format!("reading tensor `{name}`"))?;
-        if self.format == WeightFormat::Auto && needs_requant(t.dtype()) {
+        if self.format.requantizes(t.dtype(), self.device) {
             let f = t
                 .dequantize(self.device)
                 .ctx(format!("dequantizing `{name}`"))?;
@@ -196,6 +266,9 @@ impl Loader<'_> {
             if let Some(m) = Q8Matrix::from_qtensor(&t).ctx(format!("unpacking `{name}`"))? {
                 return Ok(MatMul::Q8(m));
             }
+            if let Some(m) = Q4Matrix::from_qtensor(&t).ctx(format!("unpacking `{name}`"))? {
+                return Ok(MatMul::Q4(m));
+            }
         }
         QMatMul::from_arc(Arc::new(t))
             .map(MatMul::Candle)
@@ -212,17 +285,14 @@ impl Loader<'_> {
             .ctx(format!("reading tensor `{name}`"))
     }
 
-    fn linear(&mut self, prefix: &str) -> Result<Linear> {
-        let bias_name = format!("{prefix}.bias");
-        let bias = if self.has(&bias_name) {
-            Some(self.dense(&bias_name)?)
+    /// `{prefix}.bias` where the file has one.
+    fn bias(&mut self, prefix: &str) -> Result<Option<Tensor>> {
+        let name = format!("{prefix}.bias");
+        if self.has(&name) {
+            self.dense(&name).map(Some)
         } else {
-            None
-        };
-        Ok(Linear {
-            weight: self.matmul(&format!("{prefix}.weight"))?,
-            bias,
-        })
+            Ok(None)
+        }
     }
 
     fn norm(&mut self, name: &str, eps: f64) -> Result<RmsNorm> {
@@ -260,13 +330,23 @@ impl Model {
             let p = format!("blk.{i}");
             layers.push(Layer {
                 attn_norm: l.norm(&format!("{p}.attn_norm.weight"), config.rms_eps)?,
-                wq: l.linear(&format!("{p}.attn_q"))?,
-                wk: l.linear(&format!("{p}.attn_k"))?,
-                wv: l.linear(&format!("{p}.attn_v"))?,
-                wo: l.linear(&format!("{p}.attn_output"))?,
+                qkv: Projections::new(vec![
+                    l.matmul(&format!("{p}.attn_q.weight"))?,
+                    l.matmul(&format!("{p}.attn_k.weight"))?,
+                    l.matmul(&format!("{p}.attn_v.weight"))?,
+                ]),
+                qkv_bias: [
+                    l.bias(&format!("{p}.attn_q"))?,
+                    l.bias(&format!("{p}.attn_k"))?,
+                    l.bias(&format!("{p}.attn_v"))?,
+                ],
+                wo: l.matmul(&format!("{p}.attn_output.weight"))?,
+                wo_bias: l.bias(&format!("{p}.attn_output"))?,
                 ffn_norm: l.norm(&format!("{p}.ffn_norm.weight"), config.rms_eps)?,
-                gate: l.matmul(&format!("{p}.ffn_gate.weight"))?,
-                up: l.matmul(&format!("{p}.ffn_up.weight"))?,
+                gate_up: Projections::new(vec![
+                    l.matmul(&format!("{p}.ffn_gate.weight"))?,
+                    l.matmul(&format!("{p}.ffn_up.weight"))?,
+                ]),
                 down: l.matmul(&format!("{p}.ffn_down.weight"))?,
             });
             progress(i + 1, config.n_layer);
@@ -325,9 +405,11 @@ impl Model {
         self.config.n_kv_head * self.config.head_dim
     }
 
-    /// Bytes of KV cache one position takes (f32 keys and values, every layer).
+    /// Bytes of KV cache one position takes (keys and values, every layer).
     pub fn kv_bytes_per_token(&self) -> usize {
-        self.config.n_layer * self.kv_width() * 2 * std::mem::size_of::<f32>()
+        // The CPU cache holds f16, device caches f32.
+        let value = if self.host_attention.is_some() { 2 } else { 4 };
+        self.config.n_layer * self.kv_width() * 2 * value
     }
 
     /// Runs `tokens` after the cached prefix and returns the logits of the last position
@@ -391,17 +473,24 @@ impl Model {
         }
         for (l, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            let q = layer.wq.forward(&h)?;
-            let k = layer.wk.forward(&h)?;
-            let v = layer.wv.forward(&h)?;
+            let mut qkv = layer.qkv.forward(&h)?.into_iter().zip(&layer.qkv_bias);
+            let mut next = || match qkv.next() {
+                Some((y, bias)) => add_bias(y, bias),
+                None => candle_core::bail!("Q, K and V expected"),
+            };
+            let (q, k, v) = (next()?, next()?, next()?);
             let y = match &self.host_attention {
                 Some(att) => self.host_attention_step(att, l, (&q, &k, &v), items, &spans)?,
                 None => self.device_attention_step(l, (&q, &k, &v), items, &spans, &rope)?,
             };
-            x = (x + layer.wo.forward(&y)?)?;
+            x = (x + add_bias(layer.wo.forward(&y)?, &layer.wo_bias)?)?;
             let h = layer.ffn_norm.forward(&x)?;
-            let gate = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
-            let up = layer.up.forward(&h)?;
+            let [gate, up]: [Tensor; 2] = layer
+                .gate_up
+                .forward(&h)?
+                .try_into()
+                .map_err(|_| candle_core::Error::Msg("gate and up expected".into()))?;
+            let gate = candle_nn::ops::silu(&gate)?;
             x = (x + layer.down.forward(&(gate * up)?)?)?;
         }
         for (item, &(_, seq, pos)) in items.iter_mut().zip(&spans) {
