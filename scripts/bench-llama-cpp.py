@@ -34,6 +34,20 @@ def greedy_decode_ms(llm: Llama, steps: int) -> float:
     return (time.perf_counter() - t) * 1e3 / max(steps, 1)
 
 
+def perplexity(llm: Llama, ids: list) -> float:
+    """exp of the mean negative log-likelihood of ids[1:], one token per eval (as `stencil
+    bench --perplexity` does)."""
+    llm.reset()
+    llm._ctx.kv_cache_clear()
+    nll = 0.0
+    for cur, nxt in zip(ids, ids[1:]):
+        llm.eval([cur])
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+        m = logits.max()
+        nll += m + np.log(np.exp(logits - m).sum()) - logits[nxt]
+    return float(np.exp(nll / (len(ids) - 1)))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True)
@@ -42,8 +56,10 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--context", type=int, action="append", default=[])
+    p.add_argument("--perplexity", help="also report the perplexity of this text file")
+    p.add_argument("--perplexity-tokens", type=int, default=512)
     a = p.parse_args()
-    longest = max([a.prompt_tokens] + a.context)
+    longest = max([a.prompt_tokens, a.perplexity_tokens if a.perplexity else 0] + a.context)
     t0 = time.perf_counter()
     llm = Llama(model_path=a.model, n_ctx=longest + a.decode_tokens + 16, n_batch=512, n_threads=a.threads,
                 n_threads_batch=a.threads, verbose=False)
@@ -79,6 +95,11 @@ def main() -> None:
     }
     if at_context:
         out["decode_ms_at_context"] = at_context
+    if a.perplexity:
+        with open(a.perplexity, encoding="utf-8") as f:
+            ids = llm.tokenize(f.read().encode(), add_bos=True)[: a.perplexity_tokens]
+        out["perplexity_tokens"] = len(ids)
+        out["perplexity"] = round(perplexity(llm, ids), 4)
     print(json.dumps(out))
 
 

@@ -17,12 +17,18 @@ req="crates/stencil-python/tests/requirements.txt"
 # vLLM is installed without its dependencies: its wheels are CUDA builds whose dependency tree
 # includes other constrained-decoding engines; its logits-processor interface imports alone.
 vllm_pin="vllm==0.34.0"
-stamp="$venv/.requirements-$(cat "$req" <(echo "$vllm_pin") | sha256sum | cut -c1-16)"
+# llama.cpp is built for this CPU's SIMD extensions with AMX off (see the script).
+cmake_args="$(scripts/llama-cpp-cmake-args.sh)"
+stamp="$venv/.requirements-$(cat "$req" <(echo "$vllm_pin $cmake_args") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
-  # llama.cpp's AMX kernels are off: this CPU family builds them but they are not needed.
-  CMAKE_ARGS="-DGGML_AMX=OFF" "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  llama_pin="$(grep -o '^llama-cpp-python==[^ ]*' "$req")"
+  # llama-cpp-python first, without pip's wheel cache (which ignores CMAKE_ARGS: a wheel built
+  # elsewhere for other CPU flags may not run here), then the rest.
+  CMAKE_ARGS="$cmake_args" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    --no-cache-dir --no-deps "$llama_pin"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps "$vllm_pin"
   touch "$stamp"
 fi
