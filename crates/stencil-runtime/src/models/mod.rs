@@ -25,6 +25,80 @@ pub(crate) fn simd() -> bool {
     })
 }
 
+/// The output of a weight matmul, shared by its column-parallel jobs.
+struct ColumnsOut(*mut f32);
+// SAFETY: each job writes the elements of its own columns only.
+unsafe impl Sync for ColumnsOut {}
+
+/// Runs `job(columns, out)` over the `n` output columns of an `m x n` product over `k`
+/// inputs, on candle's thread pool unless the product is small. `out` must hold `m * n`
+/// values, and a job may write only the elements of its own columns.
+pub(crate) fn column_jobs(
+    (m, n, k): (usize, usize, usize),
+    out: &mut [f32],
+    job: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
+) {
+    assert_eq!(out.len(), m * n, "out is not {m} x {n}");
+    let out = ColumnsOut(out.as_mut_ptr());
+    let run = |cols: std::ops::Range<usize>| {
+        let out = &out;
+        job(cols, out.0)
+    };
+    if m * n * k < 1 << 16 {
+        run(0..n);
+    } else {
+        candle_core::utils::barrier_pool().execute_chunked(n, run);
+    }
+}
+
+/// The CPU forward of a weight matmul op ([`q4::Q4Matrix`], [`q8_0::Q8Matrix`]): checks that
+/// the activations are contiguous f32 `[.., k]`, then `matmul(lhs, rows, out)` fills `[.., n]`.
+pub(crate) fn weight_matmul_fwd(
+    what: &str,
+    (k, n): (usize, usize),
+    storage: &candle_core::CpuStorage,
+    layout: &candle_core::Layout,
+    matmul: impl FnOnce(&[f32], usize, &mut [f32]),
+) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+    let candle_core::CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{what} matmul takes f32 activations");
+    };
+    let dims = layout.shape().dims();
+    let Some((&cols, outer)) = dims.split_last() else {
+        candle_core::bail!("{what} matmul of a scalar");
+    };
+    if cols != k {
+        candle_core::bail!("{what} matmul: activations have {cols} columns, weights {k}");
+    }
+    let lhs = match layout.contiguous_offsets() {
+        Some((from, to)) => &data[from..to],
+        None => candle_core::bail!("{what} matmul needs contiguous activations"),
+    };
+    let m: usize = outer.iter().product();
+    let mut out = vec![0f32; m * n];
+    matmul(lhs, m, &mut out);
+    let mut shape = outer.to_vec();
+    shape.push(n);
+    Ok((
+        candle_core::CpuStorage::F32(out),
+        candle_core::Shape::from(shape),
+    ))
+}
+
+/// Deterministic pseudo-random values in `[-scale, scale)` for the kernels' tests.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
 use candle_core::Tensor;
 
 use crate::error::{CandleContext, Result, RuntimeError};

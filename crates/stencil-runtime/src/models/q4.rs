@@ -123,20 +123,11 @@ impl Q4Matrix {
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
         let (n, k) = (self.n, self.k);
         assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
-        assert_eq!(out.len(), m * n, "out is not {m} x {n}");
         let act = Activations::quantize(lhs, m, k);
-        let out_ptr = SyncPtr(out.as_mut_ptr());
-        let job = |cols: std::ops::Range<usize>| {
-            let out_ptr = &out_ptr;
-            // SAFETY: `out` is `m x n` (checked above) and each column's elements are written
-            // by that column's job only.
-            unsafe { self.columns(cols, &act, m, out_ptr.0) }
-        };
-        if m * n * k < 1 << 16 {
-            job(0..n);
-        } else {
-            candle_core::utils::barrier_pool().execute_chunked(n, job);
-        }
+        super::column_jobs((m, n, k), out, |cols, out| {
+            // SAFETY: the output is `m x n` and a job writes its own columns only.
+            unsafe { self.columns(cols, &act, m, out) }
+        });
     }
 
     /// Writes columns `cols` of all `m` rows of the `m x n` output at `out`.
@@ -172,10 +163,6 @@ impl Q4Matrix {
         Column { d, m, qs }
     }
 }
-
-struct SyncPtr(*mut f32);
-// SAFETY: the jobs write disjoint elements (one column each).
-unsafe impl Sync for SyncPtr {}
 
 /// One column's panel: `d` and `m` (f16 bytes) and nibbles, for `qs.len() / 16` blocks.
 #[derive(Clone, Copy)]
@@ -515,29 +502,10 @@ impl CustomOp1 for Q4Matrix {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("Q4 matmul takes f32 activations");
-        };
-        let dims = layout.shape().dims();
-        let Some((&k, outer)) = dims.split_last() else {
-            candle_core::bail!("Q4 matmul of a scalar");
-        };
-        if k != self.k {
-            candle_core::bail!(
-                "Q4 matmul: activations have {k} columns, weights {}",
-                self.k
-            );
-        }
-        let lhs = match layout.contiguous_offsets() {
-            Some((from, to)) => &data[from..to],
-            None => candle_core::bail!("Q4 matmul needs contiguous activations"),
-        };
-        let m: usize = outer.iter().product();
-        let mut out = vec![0f32; m * self.n];
-        self.matmul(lhs, m, &mut out);
-        let mut shape = outer.to_vec();
-        shape.push(self.n);
-        Ok((CpuStorage::F32(out), Shape::from(shape)))
+        let (k, n) = (self.k, self.n);
+        super::weight_matmul_fwd("Q4", (k, n), storage, layout, |lhs, m, out| {
+            self.matmul(lhs, m, out)
+        })
     }
 }
 
@@ -548,18 +516,7 @@ mod tests {
     use candle_core::{Device, Module};
     use std::sync::Arc;
 
-    /// Deterministic pseudo-random values in [-scale, scale).
-    fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-            })
-            .collect()
-    }
+    use crate::models::test_values as values;
 
     fn quantized(n: usize, k: usize, seed: u64, dtype: GgmlDType) -> QTensor {
         let w = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &Device::Cpu).unwrap();

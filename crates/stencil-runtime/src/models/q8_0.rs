@@ -100,11 +100,8 @@ impl Q8Matrix {
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
         let (n, k) = (self.n, self.k);
         assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
-        assert_eq!(out.len(), m * n, "out is not {m} x {n}");
         let act = Activations::quantize(lhs, m, k);
-        let out_ptr = SyncPtr(out.as_mut_ptr());
-        let job = |cols: std::ops::Range<usize>| {
-            let out_ptr = &out_ptr;
+        super::column_jobs((m, n, k), out, |cols, out| {
             for c in cols {
                 let mut col = [0f32; ROW_TILE];
                 let w = self.column(c);
@@ -113,19 +110,14 @@ impl Q8Matrix {
                     let rows = (m - r).min(ROW_TILE);
                     dot_rows(w, &act, r, rows, &mut col);
                     for (i, v) in col[..rows].iter().enumerate() {
-                        // SAFETY: element (r + i, c) is written by this column's job only, and
-                        // it is inside `out` (checked above).
-                        unsafe { *out_ptr.0.add((r + i) * n + c) = *v };
+                        // SAFETY: element (r + i, c) is in this job's column, inside the
+                        // `m x n` output.
+                        unsafe { *out.add((r + i) * n + c) = *v };
                     }
                     r += rows;
                 }
             }
-        };
-        if m * n * k < 1 << 16 {
-            job(0..n);
-        } else {
-            candle_core::utils::barrier_pool().execute_chunked(n, job);
-        }
+        });
     }
 
     fn column(&self, c: usize) -> Column<'_> {
@@ -136,10 +128,6 @@ impl Q8Matrix {
         }
     }
 }
-
-struct SyncPtr(*mut f32);
-// SAFETY: the jobs write disjoint elements (one column each).
-unsafe impl Sync for SyncPtr {}
 
 #[derive(Clone, Copy)]
 struct Column<'a> {
@@ -279,29 +267,10 @@ impl CustomOp1 for Q8Matrix {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("Q8_0 matmul takes f32 activations");
-        };
-        let dims = layout.shape().dims();
-        let Some((&k, outer)) = dims.split_last() else {
-            candle_core::bail!("Q8_0 matmul of a scalar");
-        };
-        if k != self.k {
-            candle_core::bail!(
-                "Q8_0 matmul: activations have {k} columns, weights {}",
-                self.k
-            );
-        }
-        let lhs = match layout.contiguous_offsets() {
-            Some((from, to)) => &data[from..to],
-            None => candle_core::bail!("Q8_0 matmul needs contiguous activations"),
-        };
-        let m: usize = outer.iter().product();
-        let mut out = vec![0f32; m * self.n];
-        self.matmul(lhs, m, &mut out);
-        let mut shape = outer.to_vec();
-        shape.push(self.n);
-        Ok((CpuStorage::F32(out), Shape::from(shape)))
+        let (k, n) = (self.k, self.n);
+        super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m, out| {
+            self.matmul(lhs, m, out)
+        })
     }
 }
 
@@ -312,18 +281,7 @@ mod tests {
     use candle_core::{Device, Module};
     use std::sync::Arc;
 
-    /// Deterministic pseudo-random values in [-scale, scale).
-    fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-            })
-            .collect()
-    }
+    use crate::models::test_values as values;
 
     fn flat(t: candle_core::Result<Tensor>) -> Vec<f32> {
         t.unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
