@@ -427,10 +427,11 @@ mod avx2 {
             let both = b + 1 < kb;
             // SAFETY: block b exists, and b + 1 where `both`.
             let dot = unsafe { pair_dots(qp, &rows, b, both) };
+            let (d_low, d_high) = (w.scales(b).0, if both { w.scales(b + 1).0 } else { 0.0 });
             for i in 0..R {
-                let low = w.scales(b).0 * rows[i].scales[b];
+                let low = d_low * rows[i].scales[b];
                 let high = if both {
-                    w.scales(b + 1).0 * rows[i].scales[b + 1]
+                    d_high * rows[i].scales[b + 1]
                 } else {
                     0.0
                 };

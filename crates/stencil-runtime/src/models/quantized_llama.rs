@@ -137,27 +137,29 @@ enum Projections {
 
 impl Projections {
     fn new(parts: Vec<MatMul>) -> Self {
-        let fused = if parts.iter().all(|p| matches!(p, MatMul::Q4(_))) {
-            let q4: Vec<&Q4Matrix> = parts
-                .iter()
-                .filter_map(|p| match p {
-                    MatMul::Q4(m) => Some(m),
-                    _ => None,
-                })
-                .collect();
-            Q4Matrix::concat(&q4).map(|m| (MatMul::Q4(m), q4.iter().map(|m| m.n()).collect()))
-        } else if parts.iter().all(|p| matches!(p, MatMul::Q8(_))) {
-            let q8: Vec<&Q8Matrix> = parts
-                .iter()
-                .filter_map(|p| match p {
-                    MatMul::Q8(m) => Some(m),
-                    _ => None,
-                })
-                .collect();
-            Q8Matrix::concat(&q8).map(|m| (MatMul::Q8(m), q8.iter().map(|m| m.n()).collect()))
-        } else {
-            None
-        };
+        // Fusable when one of our kernels holds every part (then each has a column count).
+        let q4: Option<Vec<&Q4Matrix>> = parts
+            .iter()
+            .map(|p| match p {
+                MatMul::Q4(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let q8: Option<Vec<&Q8Matrix>> = parts
+            .iter()
+            .map(|p| match p {
+                MatMul::Q8(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let fused =
+            match (q4, q8) {
+                (Some(q4), _) => Q4Matrix::concat(&q4)
+                    .map(|m| (MatMul::Q4(m), q4.iter().map(|m| m.n()).collect())),
+                (_, Some(q8)) => Q8Matrix::concat(&q8)
+                    .map(|m| (MatMul::Q8(m), q8.iter().map(|m| m.n()).collect())),
+                _ => None,
+            };
         match fused {
             Some((weight, widths)) => Projections::Fused { weight, widths },
             None => Projections::Separate(parts),
