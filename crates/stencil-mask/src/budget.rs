@@ -17,6 +17,12 @@
 //! per DFA state; tokenizations concatenate, so the sum bounds the whole), and spells the
 //! whole completion only when that bound does not fit. Per set of parses the largest bound
 //! after any token is cached, so far from the end of the budget a step costs one lookup.
+//!
+//! Before any of that, a step far from the end is settled without looking at tokens: each
+//! DFA state has an upper bound on what any position reachable from it needs to finish
+//! (`LazyDfa::reach`, built from the grammar's nodes), and a token leaves the frames below
+//! the ones it touches as they are. A step pays for judging only where that bound is unknown
+//! (recursive rules, counted strings) or does not fit.
 
 mod ends;
 
@@ -27,6 +33,7 @@ use crate::constraint::{Constraint, Inner};
 use crate::dfa::DEAD;
 use crate::hash::FxHashMap;
 use crate::matcher::{Config, Configs, Stepper, NONE};
+use crate::nfa::NO_UPPER;
 use crate::trie::FULL;
 use crate::{MaskError, Matcher, TokenSet, TokenTrie};
 use ends::{Group, LocalEnds};
@@ -200,6 +207,15 @@ impl Matcher {
                 return Ok(());
             }
         }
+        // Far from the end: whatever the token, the parse stays where every position fits.
+        if let Some(reach) = self.reach_bound(inner, trie)? {
+            if reach <= room {
+                if let Some(b) = self.budget.as_mut() {
+                    b.widest.insert(self.configs.clone(), reach);
+                }
+                return Ok(());
+            }
+        }
         // One parse whose tokens all stay in its rule (inside a string, say): the state's own
         // bound plus the stack's settles it without judging a group.
         if let [(s, p)] = self.configs[..] {
@@ -224,6 +240,37 @@ impl Matcher {
             b.widest.insert(self.configs.clone(), v.widest);
         }
         Ok(())
+    }
+
+    /// An upper bound on the tokens needed after any token, without looking at tokens: per
+    /// parse, the most over its stack frames of the frame's reach (bytes any position
+    /// reachable from it needs to finish its rule; every byte a token) plus the fewest tokens
+    /// of the frames below it, which a token leaves as they are. `None` if unknown.
+    fn reach_bound(&self, inner: &mut Inner, trie: &TokenTrie) -> Result<Option<u32>, MaskError> {
+        if !trie.bytes_are_tokens() {
+            return Ok(None);
+        }
+        let mut most = 0u32;
+        let mut frames: Vec<u32> = Vec::new();
+        for &c in &self.configs {
+            frames.clear();
+            frames.extend(ends::frames(c, &self.arena));
+            let mut below = 0u32;
+            for (i, &s) in frames.iter().enumerate().rev() {
+                let reach = inner.dfa.reach(s);
+                if reach >= NO_UPPER {
+                    return Ok(None);
+                }
+                most = most.max(reach.saturating_add(below));
+                if i > 0 {
+                    match inner.rule_tokens(trie, s)? {
+                        NEVER => return Ok(None),
+                        n => below = below.saturating_add(n),
+                    }
+                }
+            }
+        }
+        Ok(Some(most.min(NEVER - 1)))
     }
 
     /// Judges every local end state and every exit token of the current parses.

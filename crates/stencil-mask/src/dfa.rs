@@ -42,6 +42,8 @@ pub(crate) struct LazyDfa {
     /// Per state: a lower bound on the bytes that finish its rule and a byte to start with
     /// (see [`LazyDfa::lower`]); `UNKNOWN` until computed.
     lower: Vec<(u32, Option<u8>)>,
+    /// Per state: [`LazyDfa::reach`], `UNKNOWN` until computed.
+    reach: Vec<u32>,
 }
 
 impl LazyDfa {
@@ -58,6 +60,7 @@ impl LazyDfa {
             scratch: Vec::new(),
             limit,
             lower: Vec::new(),
+            reach: Vec::new(),
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
@@ -266,6 +269,27 @@ impl LazyDfa {
     }
 
     #[inline]
+    /// An upper bound on the bytes that finish the rule (with the rules it calls on the way)
+    /// from any state reachable from `s`: the largest of its items' bounds
+    /// ([`crate::nfa::NO_UPPER`] if unknown).
+    pub fn reach(&mut self, s: u32) -> u32 {
+        if let Some(&n) = self.reach.get(s as usize).filter(|&&n| n != UNKNOWN) {
+            return n;
+        }
+        let mut most = 0;
+        for &i in self.sets[s as usize].iter() {
+            most = most.max(self.nfa.item_reach(i));
+        }
+        if self.reach.len() <= s as usize {
+            self.reach.resize(self.sets.len(), UNKNOWN);
+        }
+        // An unknown bound may become known once a machine is built: not memoized.
+        if most < crate::nfa::NO_UPPER {
+            self.reach[s as usize] = most;
+        }
+        most
+    }
+
     pub fn accepting(&self, s: u32) -> bool {
         self.info[s as usize].accepting
     }

@@ -19,6 +19,7 @@ mod arena;
 mod canonical;
 mod lower;
 mod machines;
+mod upper;
 
 use crate::counted::Counted;
 use crate::hash::{FxHashMap, FxHashSet};
@@ -29,6 +30,7 @@ use regex_syntax::utf8::Utf8Sequences;
 use std::sync::Arc;
 use stencil_grammar::ir::{ByteDfa, CharRanges, Expr, SharedExpr};
 use stencil_grammar::Grammar;
+pub(crate) use upper::INF as NO_UPPER;
 
 /// An NFA state: an index into the item table.
 pub(crate) type ItemId = u32;
@@ -191,6 +193,8 @@ pub(crate) struct Nfa {
     lower_conts: Vec<u32>,
     /// Distances to acceptance per explicit machine, computed on first use (see `lower`).
     machine_dist: Vec<Option<Arc<crate::machine::Distances>>>,
+    /// Memos of the upper bounds (see `upper`).
+    upper: upper::UpperMemo,
 }
 
 impl Nfa {
@@ -240,6 +244,7 @@ impl Nfa {
             fuel_limit: u64::MAX,
             lower_conts: Vec::new(),
             machine_dist: Vec::new(),
+            upper: upper::UpperMemo::default(),
         };
         nfa.cont_ids.insert(Cont::Done, DONE);
         nfa.item_ids.insert(Item::Accept, ACCEPT);

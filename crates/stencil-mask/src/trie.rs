@@ -168,6 +168,9 @@ pub struct TokenTrie {
     quote_max: u32,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
+    /// Every byte some token holds is a token by itself, so no text the vocabulary can spell
+    /// needs more tokens than bytes.
+    bytes_are_tokens: bool,
 }
 
 /// The JSON string characters a token writes before its first raw `"` (or control byte,
@@ -419,6 +422,12 @@ impl TokenTrie {
             plain_upto.push(acc.clone());
         }
         let full_below = PlainBelow::new(&tries[FULL], &token_bytes, &seqs);
+        let mut occurs = [false; 256];
+        for b in token_bytes.iter().flatten() {
+            occurs[*b as usize] = true;
+        }
+        let bytes_are_tokens =
+            (0..=255u8).all(|b| !occurs[b as usize] || tries[FULL].min_tokens(&[b]) == Some(1));
         Self {
             tries,
             levels,
@@ -431,7 +440,14 @@ impl TokenTrie {
             quote_max,
             token_bytes,
             eos: vocab.eos_ids().to_vec(),
+            bytes_are_tokens,
         }
+    }
+
+    /// True if every byte some token holds is a token by itself: then the bytes of any text
+    /// the vocabulary can spell bound the tokens that spell it.
+    pub(crate) fn bytes_are_tokens(&self) -> bool {
+        self.bytes_are_tokens
     }
 
     /// Number of token ids in the vocabulary (mask size).

@@ -285,8 +285,10 @@ fn budgeted_masks_match_token_by_token_commits() {
             .min_tokens_to_finish()
             .unwrap()
             .unwrap();
-        for round in 0..3 {
-            let budget = min + round * 3;
+        // Tight budgets judge tokens; looser ones are settled by the reach bound far from
+        // the end and judged near it.
+        for extra in [0, 3, 6, 15, 40] {
+            let budget = min + extra;
             let mut m = c.matcher().unwrap();
             m.set_token_budget(Some(budget));
             let mut plain = c.matcher().unwrap();

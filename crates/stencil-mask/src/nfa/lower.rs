@@ -8,7 +8,7 @@
 //! literals and strings, following a byte whose successor's bound is one less reaches the end
 //! of the rule along a shortest completion, one transition per byte.
 
-use super::{Built, Cont, ContId, Item, ItemId, Nfa, Node};
+use super::{Built, Cont, ContId, Item, ItemId, Nfa};
 use std::sync::Arc;
 
 /// Unknown (in the memos).
@@ -37,18 +37,14 @@ impl Nfa {
         let n = match self.conts[k as usize] {
             Cont::Done => 0,
             Cont::Seq { node, kid, then } => {
-                let Node::Seq { start, len } = self.nodes[node as usize] else {
-                    unreachable!("sequence continuation on a non-sequence")
-                };
-                let rest = self.kids[(start + kid) as usize..(start + len) as usize]
+                let rest = self
+                    .seq_rest(node, kid)
                     .iter()
                     .fold(0u32, |a, &n| a.saturating_add(self.min_len[n as usize]));
                 rest.saturating_add(self.cont_lower(then))
             }
             Cont::Rep { node, done, then } => {
-                let Node::Repeat { body, min, .. } = self.nodes[node as usize] else {
-                    unreachable!("repeat continuation on a non-repeat")
-                };
+                let (body, min, _) = self.repeat_of(node);
                 let rest = min
                     .saturating_sub(done)
                     .saturating_mul(self.min_len[body as usize]);
@@ -60,10 +56,7 @@ impl Nfa {
                 then,
                 ..
             } => {
-                let Node::Object(o) = self.nodes[node as usize] else {
-                    unreachable!("object continuation on a non-object")
-                };
-                let obj = &self.objects[o as usize];
+                let obj = &self.objects[self.object_of(node) as usize];
                 let mut rest = 0u32;
                 for (i, ((_, required), &(alone, with_sep))) in
                     obj.spec.members.iter().zip(&obj.members).enumerate()
@@ -87,22 +80,27 @@ impl Nfa {
     /// A lower bound on the bytes from `state` of machine `m` to an accepting state (exact
     /// for explicit machines), and a byte one step closer.
     fn machine_lower(&mut self, m: u32, state: u32) -> (u32, Option<u8>) {
-        let d = match &mut self.machines[m as usize] {
-            Some(Built::Explicit(d)) => d,
+        match &mut self.machines[m as usize] {
+            Some(Built::Explicit(_)) => {}
             Some(Built::Counted(c)) => return c.lower(state),
             None => return (0, None),
-        };
+        }
+        self.machine_dist_of(m).get(state)
+    }
+
+    /// Distances to acceptance of explicit machine `m` (built), computed on first use.
+    pub(super) fn machine_dist_of(&mut self, m: u32) -> Arc<crate::machine::Distances> {
         if self.machine_dist.len() <= m as usize {
             self.machine_dist.resize_with(m as usize + 1, || None);
         }
-        let dist = match &self.machine_dist[m as usize] {
-            Some(x) => x.clone(),
-            None => {
-                let x = Arc::new(d.distances());
-                self.machine_dist[m as usize] = Some(x.clone());
-                x
-            }
+        if let Some(x) = &self.machine_dist[m as usize] {
+            return x.clone();
+        }
+        let Some(Built::Explicit(d)) = &self.machines[m as usize] else {
+            unreachable!("distances of a machine that is not explicit")
         };
-        dist.get(state)
+        let x = Arc::new(d.distances());
+        self.machine_dist[m as usize] = Some(x.clone());
+        x
     }
 }

@@ -91,6 +91,7 @@ impl Nfa {
             self.recompute_classes();
         }
         self.machines[m as usize] = Some(built);
+        self.upper.machine_built();
         Ok(())
     }
 
