@@ -177,14 +177,12 @@ impl Nfa {
             Node::Empty => 0,
             Node::Nothing => INF,
             Node::Byte(..) => 1,
-            Node::Seq { start, len } => (start..start + len)
-                .map(|i| nfa.kids[i as usize])
-                .collect::<Vec<_>>()
+            Node::Seq { start, len } => nfa
+                .kids_of(start, len)
                 .into_iter()
                 .fold(0, |a, k| add(a, nfa.node_ach(k))),
-            Node::Alt { start, len } => (start..start + len)
-                .map(|i| nfa.kids[i as usize])
-                .collect::<Vec<_>>()
+            Node::Alt { start, len } => nfa
+                .kids_of(start, len)
                 .into_iter()
                 .fold(INF, |a, k| a.min(nfa.node_ach(k))),
             Node::Repeat { body, min, max } => match min <= max {
@@ -210,13 +208,11 @@ impl Nfa {
             Node::Empty | Node::Nothing => 0,
             Node::Byte(..) => 1,
             Node::Seq { start, len } => {
-                let kids: Vec<NodeId> =
-                    (start..start + len).map(|i| nfa.kids[i as usize]).collect();
+                let kids = nfa.kids_of(start, len);
                 nfa.seq_reach(&kids, 0)
             }
-            Node::Alt { start, len } => (start..start + len)
-                .map(|i| nfa.kids[i as usize])
-                .collect::<Vec<_>>()
+            Node::Alt { start, len } => nfa
+                .kids_of(start, len)
                 .into_iter()
                 .fold(0, |a, k| a.max(nfa.node_reach(k))),
             Node::Repeat { body, min, max } => match (max, min <= max) {
@@ -247,12 +243,18 @@ impl Nfa {
         most
     }
 
+    /// Kids `start..start + len` of the kid table (a sequence's or alternation's), copied so
+    /// the bounds can recurse while iterating.
+    fn kids_of(&self, start: u32, len: u32) -> Vec<NodeId> {
+        self.kids[start as usize..(start + len) as usize].to_vec()
+    }
+
     /// The kids of sequence `node` from `kid` on (a sequence continuation's rest).
     pub(super) fn seq_rest(&self, node: NodeId, kid: u32) -> Vec<NodeId> {
         let Node::Seq { start, len } = self.nodes[node as usize] else {
             unreachable!("sequence continuation on a non-sequence")
         };
-        self.kids[(start + kid) as usize..(start + len) as usize].to_vec()
+        self.kids_of(start + kid, len - kid)
     }
 
     /// `(body, min, max)` of repetition `node`.
