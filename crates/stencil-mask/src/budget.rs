@@ -19,10 +19,12 @@
 //! after any token is cached, so far from the end of the budget a step costs one lookup.
 //!
 //! Before any of that, a step far from the end is settled without looking at tokens: each
-//! DFA state has an upper bound on what any position reachable from it needs to finish
-//! (`LazyDfa::reach`, built from the grammar's nodes), and a token leaves the frames below
-//! the ones it touches as they are. A step pays for judging only where that bound is unknown
-//! (recursive rules, counted strings) or does not fit.
+//! DFA state has an upper bound on what any position one token can reach from it needs to
+//! finish (`LazyDfa::reach`, built from the grammar's nodes: recursive rules are bounded by
+//! how deep one token can nest them, counted strings by what one token can add), and a token
+//! leaves the frames below the ones it touches as they are. A step pays for judging only
+//! where that bound is unknown (near a string's length limits, object size rules, machines
+//! not built yet) or does not fit.
 
 mod ends;
 

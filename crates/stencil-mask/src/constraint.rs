@@ -170,7 +170,7 @@ impl Constraint {
 
     fn new_cache(&self) -> Box<Inner> {
         let mut dfa = LazyDfa::new(self.template.clone(), self.limits.max_dfa_states);
-        dfa.set_max_token_len(self.trie.max_token_len());
+        dfa.set_token_shape(self.trie.max_token_len(), self.trie.most_per_token());
         Box::new(Inner {
             dfa,
             completions: Completions::default(),

@@ -42,7 +42,14 @@ pub(crate) struct Counted {
     margin: u64,
     /// The pattern's distances to acceptance, computed on first use (see [`Counted::lower`]).
     distances: Option<crate::machine::Distances>,
+    /// The most bytes from any pattern-and-character state reachable from the start to an
+    /// accepting one, ignoring the count, and the most bytes of one character, computed on
+    /// first use (`Some(None)`: too many states to find out).
+    joint_reach: Option<Option<(u32, u32)>>,
 }
+
+/// Most pattern-and-character states searched for [`Counted::reach`].
+const MAX_JOINT_STATES: usize = 200_000;
 
 /// For each pattern state, the numbers of characters of its accepted completions.
 #[derive(Clone)]
@@ -127,6 +134,7 @@ impl Counted {
             completions: FxHashMap::default(),
             margin: u64::MAX,
             distances: None,
+            joint_reach: None,
         };
         c.lengths = c.completion_lengths()?;
         let longest_shortest = c
@@ -318,6 +326,119 @@ impl Counted {
         let (dist, byte) = d.get(p);
         let short = self.min.saturating_sub(n).max((c != 0) as u32);
         (dist.max(short), byte)
+    }
+
+    /// An upper bound on the bytes that finish the string from any state reachable from `s`
+    /// (`None`: the start), or `None` if unknown. With `r` the most bytes any pattern and
+    /// character state needs to accept, ignoring the count, and `w` the most bytes of one
+    /// character: a state at least `r + 1` characters below the maximum finishes in `r` bytes
+    /// (`r + 1` from the start, with a minimum of 1), and one closer has a completion of at
+    /// most `r` characters (it is viable), so at most `w * r` bytes. Below a minimum over 1
+    /// nothing is known.
+    pub fn reach(&mut self, s: Option<u32>) -> Option<u32> {
+        let n = s.map_or(0, |s| self.states[s as usize].2);
+        if n < self.min && self.min > 1 {
+            return None;
+        }
+        let (r, w) = self.joint_reach()?;
+        Some((r + 1).max(w.saturating_mul(r)))
+    }
+
+    fn joint_reach(&mut self) -> Option<(u32, u32)> {
+        if let Some(r) = self.joint_reach {
+            return r;
+        }
+        let r = self.find_joint_reach();
+        self.joint_reach = Some(r);
+        r
+    }
+
+    /// Breadth-first over the pattern-and-character states reachable from the start, then
+    /// backwards from the accepting ones (a whole character the pattern accepts): the most
+    /// bytes a state needs, and the most bytes of one character.
+    fn find_joint_reach(&self) -> Option<(u32, u32)> {
+        let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let mut states = vec![(0u32, 0u32)];
+        ids.insert((0, 0), 0);
+        let mut next_of: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut i = 0;
+        while i < states.len() {
+            let (p, c) = states[i];
+            for &b in &self.reps {
+                let next = (self.pattern.next(p, b), self.chars.next(c, b));
+                if next.0 == DEAD || next.1 == DEAD {
+                    continue;
+                }
+                let j = *ids.entry(next).or_insert_with(|| {
+                    states.push(next);
+                    next_of.push(Vec::new());
+                    states.len() as u32 - 1
+                });
+                next_of[i].push(j);
+            }
+            if states.len() > MAX_JOINT_STATES {
+                return None;
+            }
+            i += 1;
+        }
+        let mut back: Vec<Vec<u32>> = vec![Vec::new(); states.len()];
+        for (i, next) in next_of.iter().enumerate() {
+            for &j in next {
+                back[j as usize].push(i as u32);
+            }
+        }
+        let mut dist = vec![u32::MAX; states.len()];
+        let mut queue = std::collections::VecDeque::new();
+        for (j, &(p, c)) in states.iter().enumerate() {
+            if c == 0 && self.pattern.accept[p as usize] {
+                dist[j] = 0;
+                queue.push_back(j as u32);
+            }
+        }
+        while let Some(j) = queue.pop_front() {
+            for &k in &back[j as usize] {
+                if dist[k as usize] == u32::MAX {
+                    dist[k as usize] = dist[j as usize] + 1;
+                    queue.push_back(k);
+                }
+            }
+        }
+        // States that cannot accept are never viable, so never a position.
+        let r = dist.into_iter().filter(|&d| d != u32::MAX).max()?;
+        // Bytes from each state to the next character boundary, at most (the character
+        // decoder's mid-character states have no cycle; one would leave it unknown).
+        let mut run: Vec<Option<u32>> = vec![None; states.len()];
+        fn longest(
+            i: usize,
+            states: &[(u32, u32)],
+            next_of: &[Vec<u32>],
+            run: &mut [Option<u32>],
+            depth: u32,
+        ) -> Option<u32> {
+            if let Some(n) = run[i] {
+                return Some(n);
+            }
+            if depth > 64 {
+                return None;
+            }
+            let mut most = 0;
+            for &j in &next_of[i] {
+                let rest = match states[j as usize].1 {
+                    0 => 0,
+                    _ => longest(j as usize, states, next_of, run, depth + 1)?,
+                };
+                most = most.max(1 + rest);
+            }
+            run[i] = Some(most);
+            Some(most)
+        }
+        let mut w = 1;
+        for i in 0..states.len() {
+            if states[i].1 == 0 {
+                w = w.max(longest(i, &states, &next_of, &mut run, 0)?);
+            }
+        }
+        Some((r, w))
     }
 
     /// The start state, if any string is accepted at all.

@@ -76,8 +76,11 @@ impl LazyDfa {
         d
     }
 
-    pub fn set_max_token_len(&mut self, n: usize) {
-        self.nfa.max_token_len = n.min(u32::MAX as usize / 4) as u32;
+    /// Tells the automaton the vocabulary's shape: the longest token, and per byte the most
+    /// times one token holds it.
+    pub fn set_token_shape(&mut self, max_len: usize, most_per_token: &[u32; 256]) {
+        self.nfa.max_token_len = max_len.min(u32::MAX as usize / 4) as u32;
+        self.nfa.most_per_token = Some(*most_per_token);
     }
 
     /// The state whose mask `s`'s is derived from, and a filter: `(key, chars)` means the

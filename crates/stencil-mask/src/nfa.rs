@@ -19,6 +19,7 @@ mod arena;
 mod canonical;
 mod lower;
 mod machines;
+mod recursion;
 mod upper;
 
 use crate::counted::Counted;
@@ -175,6 +176,8 @@ pub(crate) struct Nfa {
     char_starts: FxHashMap<ContId, Box<[ItemId]>>,
     /// Bytes of the longest token (for [`Counted`]'s shared masks).
     pub max_token_len: u32,
+    /// Per byte: the most times one token holds it (unknown until the vocabulary is set).
+    pub most_per_token: Option<[u32; 256]>,
     /// Deduplication marks over item ids for [`Nfa::step`].
     marks: Vec<u32>,
     generation: u32,
@@ -233,6 +236,7 @@ impl Nfa {
             chars: None,
             char_starts: FxHashMap::default(),
             max_token_len: u32::MAX / 4,
+            most_per_token: None,
             marks: Vec::new(),
             generation: 0,
             limit,

@@ -171,6 +171,8 @@ pub struct TokenTrie {
     /// Every byte some token holds is a token by itself, so no text the vocabulary can spell
     /// needs more tokens than bytes.
     bytes_are_tokens: bool,
+    /// Per byte: the most times one token holds it.
+    most_per_token: [u32; 256],
 }
 
 /// The JSON string characters a token writes before its first raw `"` (or control byte,
@@ -428,6 +430,18 @@ impl TokenTrie {
         }
         let bytes_are_tokens =
             (0..=255u8).all(|b| !occurs[b as usize] || tries[FULL].min_tokens(&[b]) == Some(1));
+        let mut most_per_token = [0u32; 256];
+        let mut count = [0u32; 256];
+        for t in &token_bytes {
+            for &b in t {
+                count[b as usize] += 1;
+            }
+            for &b in t {
+                let c = &mut count[b as usize];
+                most_per_token[b as usize] = most_per_token[b as usize].max(*c);
+                *c = 0;
+            }
+        }
         Self {
             tries,
             levels,
@@ -441,6 +455,7 @@ impl TokenTrie {
             token_bytes,
             eos: vocab.eos_ids().to_vec(),
             bytes_are_tokens,
+            most_per_token,
         }
     }
 
@@ -468,6 +483,11 @@ impl TokenTrie {
     /// Bytes of the longest token.
     pub fn max_token_len(&self) -> usize {
         self.max_token_len
+    }
+
+    /// Per byte: the most times one token holds it.
+    pub(crate) fn most_per_token(&self) -> &[u32; 256] {
+        &self.most_per_token
     }
 
     /// The bytes of a token (empty for special or unknown tokens).

@@ -39,6 +39,7 @@ fn schemas() -> Vec<serde_json::Value> {
         json!({"anyOf": [{"type": "null"}, {"type": "array", "items": {"enum": ["alpha", "beta"]}, "minItems": 5}]}),
         json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 4}),
         json!({"type": "object", "properties": {"email": {"type": "string", "format": "email"}, "when": {"type": "string", "format": "date-time"}}, "required": ["email", "when"], "additionalProperties": {"type": "boolean"}}),
+        json!({"type": "object", "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 160, "pattern": "^$|(^(?:\\S+\\s+){0,30}\\S+$)"}, "answer": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "^(?:\\S+\\s+){0,9}\\S+$"}}, "required": ["question", "answer"], "additionalProperties": false}),
     ]
 }
 
@@ -263,6 +264,99 @@ fn budgeted_masks_allow_only_completable_tokens() {
     }
 }
 
+/// Far from the end of a budget, steps inside recursive rules are settled by a bound on how
+/// deep one token can nest them. With tokens that open many levels at once and none that
+/// close several, a bound short by a level shows: along random walks under every budget from
+/// the shortest up, each token the constraint allows is in the budgeted mask exactly when
+/// committing it is not refused as over budget.
+#[test]
+fn deep_nesting_tokens_are_judged_under_budgets() {
+    let mut tokens: Vec<Option<String>> = "[]{}\":,0a".chars().map(|c| Some(c.into())).collect();
+    for t in [
+        "[[[[[[[[",
+        "{\"a\":[[[",
+        "[{\"a\":{\"a\":[",
+        "{\"a\":{\"a\":{\"a\":{",
+        "\"a\"",
+        "0,",
+    ] {
+        tokens.push(Some(t.to_string()));
+    }
+    let eos = tokens.len() as u32;
+    tokens.push(Some("</s>".into()));
+    let mut special = vec![false; tokens.len()];
+    special[eos as usize] = true;
+    let vocab =
+        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let specs = [
+        ConstraintSpec::JsonSchema(json!({"type": "array"})),
+        ConstraintSpec::JsonSchema(
+            json!({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}),
+        ),
+        ConstraintSpec::JsonSchema(
+            json!({"$defs": {"o": {"type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/$defs/o"}, {"type": "array", "items": {"$ref": "#/$defs/o"}}]}}, "additionalProperties": false}}, "$ref": "#/$defs/o"}),
+        ),
+        ConstraintSpec::Gbnf("root ::= \"[\" (root (\",\" root)*)? \"]\" | \"0\"".into()),
+    ];
+    let text: Vec<u32> = (0..eos).collect();
+    let mut mask = TokenSet::new(trie.vocab_size());
+    let mut judged = 0usize;
+    for spec in specs {
+        let c = compiled(spec.clone(), &trie);
+        let mut rng = StdRng::seed_from_u64(5);
+        let min = c
+            .matcher()
+            .unwrap()
+            .min_tokens_to_finish()
+            .unwrap()
+            .unwrap();
+        for budget in min..=min + 40 {
+            for _ in 0..3 {
+                let mut m = c.matcher().unwrap();
+                m.set_token_budget(Some(budget));
+                let mut plain = c.matcher().unwrap();
+                loop {
+                    m.compute_mask(&mut mask).unwrap();
+                    let mut allowed = Vec::new();
+                    for &t in &text {
+                        if plain.clone().commit(t).is_err() {
+                            continue;
+                        }
+                        let committed = m.clone().commit(t);
+                        assert_eq!(
+                            mask.contains(t),
+                            committed.is_ok(),
+                            "{spec:?} budget {budget}: token {:?} with {:?} left: mask and commit ({committed:?}) disagree",
+                            trie.token_bytes(t),
+                            m.token_budget()
+                        );
+                        judged += 1;
+                        if mask.contains(t) {
+                            allowed.push(t);
+                        }
+                    }
+                    if allowed.is_empty() {
+                        assert!(m.is_accepting(), "{spec:?}: dead end under budget {budget}");
+                        break;
+                    }
+                    // Deep tokens first, so walks reach the levels where the bound matters.
+                    let t = match rng.random_bool(0.5) {
+                        true => *allowed
+                            .iter()
+                            .max_by_key(|&&t| trie.token_bytes(t).len())
+                            .unwrap(),
+                        false => allowed[rng.random_range(0..allowed.len())],
+                    };
+                    m.commit(t).unwrap();
+                    plain.commit(t).unwrap();
+                }
+            }
+        }
+    }
+    assert!(judged > 10_000, "{judged}");
+}
+
 /// The budgeted mask judges tokens by groups (the state they end in) and caches bounds; it
 /// must equal the token-by-token answer of `commit` (which checks each token's own parses):
 /// along random walks under tight budgets, every token the constraint allows is in the
@@ -286,8 +380,9 @@ fn budgeted_masks_match_token_by_token_commits() {
             .unwrap()
             .unwrap();
         // Tight budgets judge tokens; looser ones are settled by the reach bound far from
-        // the end and judged near it.
-        for extra in [0, 3, 6, 15, 40] {
+        // the end and judged near it (past 100 extra also inside recursive rules, bounded by
+        // how deep one token can nest them).
+        for extra in [0, 3, 6, 15, 40, 100, 160, 240] {
             let budget = min + extra;
             let mut m = c.matcher().unwrap();
             m.set_token_budget(Some(budget));
@@ -295,7 +390,14 @@ fn budgeted_masks_match_token_by_token_commits() {
             loop {
                 plain.compute_mask(&mut plain_mask).unwrap();
                 m.compute_mask(&mut mask).unwrap();
-                for t in plain_mask.iter().filter(|&t| t != 2) {
+                // Loose budgets walk far: a random sample of the tokens is judged there.
+                let mut tokens: Vec<u32> = plain_mask.iter().filter(|&t| t != 2).collect();
+                if extra >= 100 && tokens.len() > 200 {
+                    tokens = (0..200)
+                        .map(|_| tokens[rng.random_range(0..tokens.len())])
+                        .collect();
+                }
+                for t in tokens {
                     let mut probe = m.clone();
                     let committed = probe.commit(t);
                     assert_eq!(

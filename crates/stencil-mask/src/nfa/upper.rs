@@ -1,19 +1,34 @@
-//! Upper bounds on the bytes that finish a rule from anywhere a parse can go next.
+//! Upper bounds on the bytes that finish a rule from anywhere one token can take a parse.
 //!
 //! A token budget must know, before a step, whether every token the constraint allows leaves
 //! an output that can still finish in the tokens left. Far from the end of the budget one
-//! number settles it: the most bytes any position reachable from the current item needs to
-//! finish (positions later in its rule and inside rules called on the way; a call's rest
-//! counts the caller's continuation too). Bytes bound tokens where every byte is a token.
+//! number settles it: the most bytes any position one token can reach from the current item
+//! needs to finish (positions later in its rule and inside rules called on the way; a call's
+//! rest counts the caller's continuation too). Bytes bound tokens where every byte is a token.
+//! Most bounds hold for every position, however far; two use the one token: nesting and
+//! string lengths.
 //!
 //! The bound is built from the node arena without building the automaton: `ach` is the length
 //! of some string a node matches (so an upper bound on its shortest), `reach` the most any
-//! position inside a node needs to finish it. Anything not known cheaply (an unbuilt machine,
-//! a counted string, a recursive rule, object size and presence rules) is [`INF`], which sends
-//! the caller to the exact, per-token check.
+//! position inside a node needs to finish it. Anything not known cheaply (an unbuilt `And` or
+//! `Not` machine, object size and presence rules) is [`INF`], which sends the caller to the
+//! exact, per-token check.
+//!
+//! A recursive rule can nest without limit, but one token cannot: it opens at most so many
+//! nested calls into a component (see [`super::recursion`]). Positions inside a component's
+//! rules are bounded for that depth: with calls into the component valued `x`, the most any
+//! position of its rules needs is `max(a, x + c)` (bounds only add and take maxima), so
+//! evaluating the rules at two values of `x` gives `a` and `c`, and `depth` levels need at
+//! most `max(a, ach + depth * c)`. The lengths of recursive rules are iterated to a fixpoint
+//! the same way. A counted string (`minLength`/`maxLength`) is bounded where one token cannot
+//! take it near its maximum (see `Counted::reach`).
 
+use super::recursion::Recursion;
 use super::{Built, Cont, ContId, Item, ItemId, MachineDef, Nfa, Node, NodeId, NOTHING};
+use crate::counted::Counted;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::machine::DEAD as MDEAD;
+use std::sync::Arc;
 
 /// No bound known.
 pub(crate) const INF: u32 = u32::MAX - 2;
@@ -21,6 +36,10 @@ pub(crate) const INF: u32 = u32::MAX - 2;
 const UNKNOWN: u32 = u32::MAX;
 /// Being computed: a recursive rule reached again through its own calls.
 const IN_PROGRESS: u32 = u32::MAX - 1;
+/// The large value calls into a component take to read off how the bound grows per level.
+const PROBE: u32 = 1 << 24;
+/// Bytes that finish any JSON string character once started (an escaped surrogate pair).
+const CHAR_TAIL: u32 = 12;
 
 fn add(a: u32, b: u32) -> u32 {
     a.saturating_add(b).min(INF)
@@ -42,15 +61,41 @@ pub(crate) struct UpperMemo {
     cont_reach: Vec<u32>,
     item: Vec<u32>,
     machine: Vec<u32>,
+    /// Per rule: the length of some string it matches.
+    rule_ach: Vec<u32>,
+    /// Per recursive component: the bound on any position inside its rules.
+    scc: Vec<u32>,
+    /// The recursive components, found on first use.
+    recursion: Option<Arc<Recursion>>,
+    /// While a component's bounds are computed: what its calls are worth, and the memos of
+    /// the bounds that depend on it.
+    probe: Option<Probe>,
     /// Counts bounds left unknown because a machine is not built yet.
     unbuilt: u32,
     /// Memo entries that met an unbuilt machine (by table and index): forgotten when a machine
     /// is built, so they are computed again with it.
-    provisional: Vec<(Table, u32)>,
+    provisional: FxHashSet<(Table, u32)>,
+}
+
+#[derive(Clone)]
+struct Probe {
+    scc: u32,
+    calls: Calls,
+    memo: FxHashMap<(Table, u32), u32>,
+}
+
+/// What a call into the probed component is worth.
+#[derive(Clone)]
+enum Calls {
+    /// Per rule of the component, the length of some string it matches (an estimate while
+    /// the lengths are iterated to a fixpoint).
+    Ach(FxHashMap<u32, u32>),
+    /// The same reach for every position inside the component's rules.
+    Reach(u32),
 }
 
 /// The memo tables of [`UpperMemo`].
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Table {
     Item,
     Machine,
@@ -58,6 +103,8 @@ enum Table {
     NodeReach,
     ContAch,
     ContReach,
+    RuleAch,
+    Scc,
 }
 
 impl UpperMemo {
@@ -76,7 +123,45 @@ impl UpperMemo {
             Table::NodeReach => &mut self.node_reach,
             Table::ContAch => &mut self.cont_ach,
             Table::ContReach => &mut self.cont_reach,
+            Table::RuleAch => &mut self.rule_ach,
+            Table::Scc => &mut self.scc,
         }
+    }
+
+    /// True if table `t` depends on what the probed component's calls are worth.
+    fn probed(&self, t: Table) -> bool {
+        match (&self.probe, t) {
+            (Some(p), Table::NodeAch | Table::ContAch) => matches!(p.calls, Calls::Ach(_)),
+            (Some(p), Table::NodeReach | Table::ContReach) => matches!(p.calls, Calls::Reach(_)),
+            _ => false,
+        }
+    }
+
+    /// The memo entry for `i` in `t` (the probe's own where it depends on the probe).
+    fn slot(&mut self, t: Table, i: u32) -> &mut u32 {
+        debug_assert!(
+            !matches!(
+                (&self.probe, t),
+                (
+                    Some(Probe {
+                        calls: Calls::Ach(_),
+                        ..
+                    }),
+                    Table::Item | Table::NodeReach | Table::ContReach | Table::Scc
+                )
+            ),
+            "a reach bound while a component's lengths are iterated"
+        );
+        if self.probed(t) {
+            let p = self.probe.as_mut().expect("probing");
+            return p.memo.entry((t, i)).or_insert(UNKNOWN);
+        }
+        let memo = self.table(t);
+        let at = i as usize;
+        if memo.len() <= at {
+            memo.resize(at + 1, UNKNOWN);
+        }
+        &mut memo[at]
     }
 }
 
@@ -88,13 +173,22 @@ impl Nfa {
             Item::Accept => 0,
             Item::Byte { cont, .. } => add(1, nfa.cont_ach(cont)).max(nfa.cont_reach(cont)),
             Item::Call { rule, cont } => {
-                let entry = nfa.rule_entry[rule as usize];
-                add(nfa.cont_reach(entry), nfa.cont_ach(cont)).max(nfa.cont_reach(cont))
+                add(nfa.rule_reach(rule), nfa.cont_ach(cont)).max(nfa.cont_reach(cont))
             }
             Item::Machine { m, state, cont } => {
-                let inside = match nfa.explicit(m) && nfa.machine_dist_of(m).get(state).0 != MDEAD {
-                    true => nfa.machine_reach(m),
-                    false => INF,
+                let counted = matches!(nfa.machine_defs[m as usize], MachineDef::Counted { .. });
+                let inside = match counted {
+                    true => match nfa.plain_counted(m) {
+                        Some((_, reach)) => reach,
+                        None => match nfa.counted(m) {
+                            Some(c) => c.reach(Some(state)).unwrap_or(INF),
+                            None => INF,
+                        },
+                    },
+                    _ if nfa.explicit(m) && nfa.machine_dist_of(m).get(state).0 != MDEAD => {
+                        nfa.machine_reach(m)
+                    }
+                    _ => INF,
                 };
                 add(inside, nfa.cont_ach(cont)).max(nfa.cont_reach(cont))
             }
@@ -123,23 +217,203 @@ impl Nfa {
     /// `f`'s value for entry `i` of memo `table`, computed once (a cycle reads as [`INF`]);
     /// provisional if a machine was missing while it was computed.
     fn memoized(&mut self, table: Table, i: u32, f: impl FnOnce(&mut Nfa) -> u32) -> u32 {
-        let memo = self.upper.table(table);
-        let at = i as usize;
-        if memo.len() <= at {
-            memo.resize(at + 1, UNKNOWN);
-        }
-        match memo[at] {
-            UNKNOWN => memo[at] = IN_PROGRESS,
+        let slot = self.upper.slot(table, i);
+        match *slot {
+            UNKNOWN => *slot = IN_PROGRESS,
             IN_PROGRESS => return INF,
-            n => return n,
+            n => {
+                // A provisional bound makes the ones built on it provisional too.
+                if !self.upper.provisional.is_empty()
+                    && self.upper.provisional.contains(&(table, i))
+                {
+                    self.upper.unbuilt += 1;
+                }
+                return n;
+            }
         }
         let mark = self.upper.unbuilt;
         let v = f(self);
-        if self.upper.unbuilt != mark {
-            self.upper.provisional.push((table, i));
+        if self.upper.unbuilt != mark && !self.upper.probed(table) {
+            self.upper.provisional.insert((table, i));
         }
-        self.upper.table(table)[at] = v;
+        *self.upper.slot(table, i) = v;
         v
+    }
+
+    /// The most bytes any position inside `rule` reachable within one token needs to finish
+    /// it (bounded per nesting level for a recursive rule).
+    fn rule_reach(&mut self, rule: u32) -> u32 {
+        let rec = self.recursion();
+        match rec.scc_of(rule) {
+            None => self.cont_reach(self.rule_entry[rule as usize]),
+            Some(k) => match &self.upper.probe {
+                Some(Probe {
+                    scc,
+                    calls: Calls::Reach(x),
+                    ..
+                }) if *scc == k => *x,
+                _ => self.scc_reach(k),
+            },
+        }
+    }
+
+    /// The length of some string `rule` matches ([`INF`] if none is known).
+    fn rule_ach(&mut self, rule: u32) -> u32 {
+        let rec = self.recursion();
+        let Some(k) = rec.scc_of(rule) else {
+            return self.cont_ach(self.rule_entry[rule as usize]);
+        };
+        if let Some(Probe {
+            scc,
+            calls: Calls::Ach(est),
+            ..
+        }) = &self.upper.probe
+        {
+            if *scc == k {
+                return est[&rule];
+            }
+        }
+        self.memoized(Table::RuleAch, rule, |nfa| {
+            let rules = &rec.members[k as usize];
+            let mark = nfa.upper.unbuilt;
+            let est = nfa.scc_ach(k, rules);
+            // The others are known now too (the memo marks this rule's own entry).
+            let provisional = nfa.upper.unbuilt != mark;
+            for (&r, &n) in rules.iter().zip(&est) {
+                if r != rule {
+                    *nfa.upper.slot(Table::RuleAch, r) = n;
+                    if provisional {
+                        nfa.upper.provisional.insert((Table::RuleAch, r));
+                    }
+                }
+            }
+            est[rules.iter().position(|&r| r == rule).expect("a member")]
+        })
+    }
+
+    /// Lengths of some strings the rules of component `k` match: from "none known", each
+    /// round evaluates the rules with calls into the component worth the last round's
+    /// lengths. Every round's lengths are of real strings; a shortest derivation nests no rule
+    /// in itself, so `rules.len() + 1` rounds reach the shortest.
+    fn scc_ach(&mut self, k: u32, rules: &[u32]) -> Vec<u32> {
+        let mut est: FxHashMap<u32, u32> = rules.iter().map(|&r| (r, INF)).collect();
+        for _ in 0..=rules.len() {
+            let outer = self.upper.probe.replace(Probe {
+                scc: k,
+                calls: Calls::Ach(est.clone()),
+                memo: FxHashMap::default(),
+            });
+            let next: Vec<u32> = rules
+                .iter()
+                .map(|&r| self.cont_ach(self.rule_entry[r as usize]))
+                .collect();
+            self.upper.probe = outer;
+            let mut changed = false;
+            for (r, n) in rules.iter().zip(next) {
+                let e = est.get_mut(r).expect("a member");
+                if n < *e {
+                    *e = n;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        rules.iter().map(|r| est[r]).collect()
+    }
+
+    fn recursion(&mut self) -> Arc<Recursion> {
+        if let Some(r) = &self.upper.recursion {
+            return r.clone();
+        }
+        let r = Arc::new(self.find_recursion());
+        self.upper.recursion = Some(r.clone());
+        r
+    }
+
+    /// The bound on any position one token can reach inside the rules of recursive component
+    /// `k` (see the module doc).
+    fn scc_reach(&mut self, k: u32) -> u32 {
+        self.memoized(Table::Scc, k, |nfa| {
+            let rec = nfa.recursion();
+            let Some(depth) = nfa.nesting_per_token(&rec, k) else {
+                return INF;
+            };
+            let rules = &rec.members[k as usize];
+            let mut ach = 0;
+            for &r in rules {
+                ach = ach.max(nfa.rule_ach(r));
+            }
+            let low = nfa.probe_reach(k, 0, rules);
+            let high = nfa.probe_reach(k, PROBE, rules);
+            if ach >= INF || low >= INF || high >= INF {
+                return INF;
+            }
+            // max(a, x + c) at x = 0 and x = PROBE: `low` bounds a, `high - PROBE` is c.
+            let per_level = high.saturating_sub(PROBE);
+            low.max(add(ach, mul(per_level, depth)))
+        })
+    }
+
+    /// The most any position of `rules` needs when calls into component `k` are valued
+    /// `calls`.
+    fn probe_reach(&mut self, k: u32, calls: u32, rules: &[u32]) -> u32 {
+        let outer = self.upper.probe.replace(Probe {
+            scc: k,
+            calls: Calls::Reach(calls),
+            memo: FxHashMap::default(),
+        });
+        let mut most = 0;
+        for &r in rules {
+            most = most.max(self.cont_reach(self.rule_entry[r as usize]));
+        }
+        self.upper.probe = outer;
+        most
+    }
+
+    /// `(ach, reach)` of machine `m` if it is counted (`None` if not): for characters of any
+    /// string, `min` one-byte characters plus the rest of a character begun; with a pattern,
+    /// what the machine (built here) knows.
+    fn counted_bounds(&mut self, m: u32) -> Option<(u32, u32)> {
+        if !matches!(self.machine_defs[m as usize], MachineDef::Counted { .. }) {
+            return None;
+        }
+        if let Some(b) = self.plain_counted(m) {
+            return Some(b);
+        }
+        match self.counted(m) {
+            Some(c) => {
+                let reach = c.reach(None).unwrap_or(INF);
+                Some((reach, reach))
+            }
+            None => Some((INF, INF)),
+        }
+    }
+
+    /// `(ach, reach)` of machine `m` if it counts characters of any string: `min` one-byte
+    /// characters, plus the rest of a character begun.
+    fn plain_counted(&self, m: u32) -> Option<(u32, u32)> {
+        match &self.machine_defs[m as usize] {
+            MachineDef::Counted { min, rest, .. } if rest.is_empty() => {
+                Some((*min, add(*min, CHAR_TAIL)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Counted machine `m`, built here if it is not yet (`None` if it cannot be).
+    fn counted(&mut self, m: u32) -> Option<&mut Counted> {
+        if self.machines[m as usize].is_none() {
+            let _ = self.build_machine(m);
+        }
+        match &mut self.machines[m as usize] {
+            Some(Built::Counted(c)) => Some(c),
+            _ => {
+                self.upper.unbuilt += 1;
+                None
+            }
+        }
     }
 
     /// The most bytes any state of explicit machine `m` reachable from its start needs to
@@ -189,15 +463,16 @@ impl Nfa {
                 true => mul(nfa.node_ach(body), min),
                 false => INF,
             },
-            Node::Call(rule) => nfa.cont_ach(nfa.rule_entry[rule as usize]),
-            Node::Machine(m) => match nfa.explicit(m) {
-                true => match nfa.machine_dist_of(m).get(0).0 {
+            Node::Call(rule) => nfa.rule_ach(rule),
+            Node::Machine(m) => match nfa.counted_bounds(m) {
+                Some((ach, _)) => ach,
+                None if nfa.explicit(m) => match nfa.machine_dist_of(m).get(0).0 {
                     MDEAD => INF,
                     d => d.min(INF),
                 },
-                false => INF,
+                None => INF,
             },
-            Node::Object(o) => nfa.object_bounds(o, 0).0,
+            Node::Object(o) => nfa.object_bounds(o, 0, false).0,
         })
     }
 
@@ -223,12 +498,13 @@ impl Nfa {
                 ),
                 (_, false) => INF,
             },
-            Node::Call(rule) => nfa.cont_reach(nfa.rule_entry[rule as usize]),
-            Node::Machine(m) => match nfa.explicit(m) {
-                true => nfa.machine_reach(m),
-                false => INF,
+            Node::Call(rule) => nfa.rule_reach(rule),
+            Node::Machine(m) => match nfa.counted_bounds(m) {
+                Some((_, reach)) => reach,
+                None if nfa.explicit(m) => nfa.machine_reach(m),
+                None => INF,
             },
-            Node::Object(o) => nfa.object_bounds(o, 0).1,
+            Node::Object(o) => nfa.object_bounds(o, 0, true).1,
         })
     }
 
@@ -245,7 +521,7 @@ impl Nfa {
 
     /// Kids `start..start + len` of the kid table (a sequence's or alternation's), copied so
     /// the bounds can recurse while iterating.
-    fn kids_of(&self, start: u32, len: u32) -> Vec<NodeId> {
+    pub(super) fn kids_of(&self, start: u32, len: u32) -> Vec<NodeId> {
         self.kids[start as usize..(start + len) as usize].to_vec()
     }
 
@@ -296,7 +572,7 @@ impl Nfa {
                 ..
             } => {
                 let o = nfa.object_of(node);
-                add(nfa.object_bounds(o, written).0, nfa.cont_ach(then))
+                add(nfa.object_bounds(o, written, false).0, nfa.cont_ach(then))
             }
         })
     }
@@ -329,24 +605,28 @@ impl Nfa {
                 ..
             } => {
                 let o = nfa.object_of(node);
-                let inside = nfa.object_bounds(o, written).1;
+                let inside = nfa.object_bounds(o, written, true).1;
                 add(inside, nfa.cont_ach(then)).max(nfa.cont_reach(then))
             }
         })
     }
 
-    /// For object `o` with members `written`: bytes of some way to finish it, and the most any
-    /// position inside a member still to come needs to finish it. Only objects whose end
-    /// depends on required members alone are bounded.
-    fn object_bounds(&mut self, o: u32, written: u64) -> (u32, u32) {
+    /// For object `o` with members `written`: bytes of some way to finish it, and (if `reach`)
+    /// the most any position inside a member still to come needs to finish it. Only objects
+    /// whose end depends on required members alone are bounded. (Lengths never look at reach:
+    /// reach bounds are not computed while the lengths of a component are iterated.)
+    fn object_bounds(&mut self, o: u32, written: u64, reach: bool) -> (u32, u32) {
         let obj = self.objects[o as usize].clone();
         if obj.spec.presence.is_some() || obj.spec.min > 0 || obj.spec.max.is_some() {
             return (INF, INF);
         }
         let member = |nfa: &mut Nfa, (alone, with_sep): (NodeId, NodeId)| {
             let ach = nfa.node_ach(alone).max(nfa.node_ach(with_sep));
-            let reach = nfa.node_reach(alone).max(nfa.node_reach(with_sep));
-            (ach, reach)
+            let inside = match reach {
+                true => nfa.node_reach(alone).max(nfa.node_reach(with_sep)),
+                false => 0,
+            };
+            (ach, inside)
         };
         // The required members still missing: the sum of their finite lengths and how many
         // have none known.
