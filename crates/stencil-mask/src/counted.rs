@@ -331,17 +331,23 @@ impl Counted {
     /// An upper bound on the bytes that finish the string from any state reachable from `s`
     /// (`None`: the start), or `None` if unknown. With `r` the most bytes any pattern and
     /// character state needs to accept, ignoring the count, and `w` the most bytes of one
-    /// character: a state at least `r + 1` characters below the maximum finishes in `r` bytes
-    /// (`r + 1` from the start, with a minimum of 1), and one closer has a completion of at
-    /// most `r` characters (it is viable), so at most `w * r` bytes. Below a minimum over 1
-    /// nothing is known.
+    /// character: every state is viable, so it has a completion within the maximum, at most
+    /// `w * (max - n)` bytes. At or past the minimum (or before the first character of a
+    /// minimum of 1) a state at least `r + 1` characters below the maximum also finishes in
+    /// `r` bytes (`r + 1` from the start), and a closer one in at most `w * r`.
     pub fn reach(&mut self, s: Option<u32>) -> Option<u32> {
         let n = s.map_or(0, |s| self.states[s as usize].2);
-        if n < self.min && self.min > 1 {
-            return None;
-        }
         let (r, w) = self.joint_reach()?;
-        Some((r + 1).max(w.saturating_mul(r)))
+        let within_max = match self.max {
+            UNBOUNDED => u64::MAX,
+            max => w as u64 * max.saturating_sub(n) as u64,
+        };
+        let past_min = match n >= self.min || self.min == 1 {
+            true => (r as u64 + 1).max(w as u64 * r as u64),
+            false => u64::MAX,
+        };
+        let bound = within_max.min(past_min);
+        (bound < u32::MAX as u64).then_some(bound as u32)
     }
 
     fn joint_reach(&mut self) -> Option<(u32, u32)> {

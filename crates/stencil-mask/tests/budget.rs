@@ -39,7 +39,7 @@ fn schemas() -> Vec<serde_json::Value> {
         json!({"anyOf": [{"type": "null"}, {"type": "array", "items": {"enum": ["alpha", "beta"]}, "minItems": 5}]}),
         json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 4}),
         json!({"type": "object", "properties": {"email": {"type": "string", "format": "email"}, "when": {"type": "string", "format": "date-time"}}, "required": ["email", "when"], "additionalProperties": {"type": "boolean"}}),
-        json!({"type": "object", "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 160, "pattern": "^$|(^(?:\\S+\\s+){0,30}\\S+$)"}, "answer": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "^(?:\\S+\\s+){0,9}\\S+$"}}, "required": ["question", "answer"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 160, "pattern": "^$|(^(?:\\S+\\s+){0,30}\\S+$)"}, "answer": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "^(?:\\S+\\s+){0,9}\\S+$"}, "code": {"type": "string", "minLength": 5, "maxLength": 9, "pattern": "^[0-9A-Z]*$"}}, "required": ["question", "answer", "code"], "additionalProperties": false}),
     ]
 }
 
@@ -271,24 +271,6 @@ fn budgeted_masks_allow_only_completable_tokens() {
 /// committing it is not refused as over budget.
 #[test]
 fn deep_nesting_tokens_are_judged_under_budgets() {
-    let mut tokens: Vec<Option<String>> = "[]{}\":,0a".chars().map(|c| Some(c.into())).collect();
-    for t in [
-        "[[[[[[[[",
-        "{\"a\":[[[",
-        "[{\"a\":{\"a\":[",
-        "{\"a\":{\"a\":{\"a\":{",
-        "\"a\"",
-        "0,",
-    ] {
-        tokens.push(Some(t.to_string()));
-    }
-    let eos = tokens.len() as u32;
-    tokens.push(Some("</s>".into()));
-    let mut special = vec![false; tokens.len()];
-    special[eos as usize] = true;
-    let vocab =
-        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
-    let trie = Arc::new(TokenTrie::new(&vocab));
     let specs = [
         ConstraintSpec::JsonSchema(json!({"type": "array"})),
         ConstraintSpec::JsonSchema(
@@ -299,6 +281,52 @@ fn deep_nesting_tokens_are_judged_under_budgets() {
         ),
         ConstraintSpec::Gbnf("root ::= \"[\" (root (\",\" root)*)? \"]\" | \"0\"".into()),
     ];
+    let tokens = [
+        "[[[[[[[[",
+        "{\"a\":[[[",
+        "[{\"a\":{\"a\":[",
+        "{\"a\":{\"a\":{\"a\":{",
+        "\"a\"",
+        "0,",
+    ];
+    assert!(budgets_agree_with_commits("[]{}\":,0a", &tokens, &specs) > 10_000);
+}
+
+/// The same for strings with a pattern and length bounds, settled by the bound of their
+/// pattern and character automaton: below the minimum, near the maximum and in between.
+#[test]
+fn counted_strings_are_judged_under_budgets() {
+    let specs = [
+        ConstraintSpec::JsonSchema(
+            json!({"type": "string", "minLength": 5, "maxLength": 9, "pattern": "^[1-3A-Z]*$"}),
+        ),
+        ConstraintSpec::JsonSchema(
+            json!({"type": "string", "minLength": 1, "maxLength": 14, "pattern": "^(A+ )*A+$"}),
+        ),
+        ConstraintSpec::JsonSchema(
+            json!({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 6, "pattern": "^[A1]*$"}, "minItems": 1, "maxItems": 3}),
+        ),
+    ];
+    // One token per character inside strings (so bytes are tokens there), several around
+    // them. SentencePiece-style strings: `▁` is a space.
+    let tokens = ["\"A", "A\"", "\",\"", "[\"", "\"]"];
+    let judged = budgets_agree_with_commits("\"[],A1▁", &tokens, &specs);
+    assert!(judged > 5_000, "{judged}");
+}
+
+/// Walks every spec under every budget from its shortest up to 40 more (three random walks
+/// each, long tokens half the time), comparing the budgeted mask with `commit` for every
+/// token the constraint allows; returns how many tokens were compared.
+fn budgets_agree_with_commits(chars: &str, longer: &[&str], specs: &[ConstraintSpec]) -> usize {
+    let mut tokens: Vec<Option<String>> = chars.chars().map(|c| Some(c.into())).collect();
+    tokens.extend(longer.iter().map(|t| Some(t.to_string())));
+    let eos = tokens.len() as u32;
+    tokens.push(Some("</s>".into()));
+    let mut special = vec![false; tokens.len()];
+    special[eos as usize] = true;
+    let vocab =
+        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
+    let trie = Arc::new(TokenTrie::new(&vocab));
     let text: Vec<u32> = (0..eos).collect();
     let mut mask = TokenSet::new(trie.vocab_size());
     let mut judged = 0usize;
@@ -310,7 +338,7 @@ fn deep_nesting_tokens_are_judged_under_budgets() {
             .unwrap()
             .min_tokens_to_finish()
             .unwrap()
-            .unwrap();
+            .unwrap_or_else(|| panic!("{spec:?}: no completion in this vocabulary"));
         for budget in min..=min + 40 {
             for _ in 0..3 {
                 let mut m = c.matcher().unwrap();
@@ -340,7 +368,6 @@ fn deep_nesting_tokens_are_judged_under_budgets() {
                         assert!(m.is_accepting(), "{spec:?}: dead end under budget {budget}");
                         break;
                     }
-                    // Deep tokens first, so walks reach the levels where the bound matters.
                     let t = match rng.random_bool(0.5) {
                         true => *allowed
                             .iter()
@@ -354,7 +381,7 @@ fn deep_nesting_tokens_are_judged_under_budgets() {
             }
         }
     }
-    assert!(judged > 10_000, "{judged}");
+    judged
 }
 
 /// The budgeted mask judges tokens by groups (the state they end in) and caches bounds; it
