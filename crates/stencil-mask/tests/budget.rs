@@ -29,6 +29,29 @@ fn compiled(spec: ConstraintSpec, trie: &Arc<TokenTrie>) -> Arc<Constraint> {
     Constraint::new(&g, trie.clone(), Limits::default()).expect("constraint")
 }
 
+/// Tokens of the shortest completion from the start of `c`.
+fn shortest(c: &Arc<Constraint>) -> usize {
+    c.matcher()
+        .unwrap()
+        .min_tokens_to_finish()
+        .unwrap()
+        .expect("the constraint can be completed in this vocabulary")
+}
+
+/// A tiny SentencePiece-style vocabulary (`▁` is a space): each character of `chars`, the
+/// `longer` tokens, then the end-of-sequence token, whose id is returned with the trie.
+fn tiny_trie(chars: &str, longer: &[&str]) -> (Arc<TokenTrie>, u32) {
+    let mut tokens: Vec<Option<String>> = chars.chars().map(|c| Some(c.into())).collect();
+    tokens.extend(longer.iter().map(|t| Some(t.to_string())));
+    let eos = tokens.len() as u32;
+    tokens.push(Some("</s>".into()));
+    let mut special = vec![false; tokens.len()];
+    special[eos as usize] = true;
+    let vocab =
+        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
+    (Arc::new(TokenTrie::new(&vocab)), eos)
+}
+
 /// Schemas whose shortest instances need forced keys, nesting, recursion, bounded strings and
 /// arrays, so budgets bite in many places.
 fn schemas() -> Vec<serde_json::Value> {
@@ -179,21 +202,7 @@ fn a_budget_never_forbids_the_shortest_completion() {
 /// the tokens the mask leaves out with a typed error.
 #[test]
 fn budgeted_masks_allow_only_completable_tokens() {
-    let alphabet: Vec<char> = "ab{}\":,0".chars().collect();
-    let mut tokens: Vec<Option<String>> = Vec::new();
-    for a in &alphabet {
-        tokens.push(Some(a.to_string()));
-    }
-    for t in ["ab", "{\"", "\":", "\"}", "aaa", "0,", "}}"] {
-        tokens.push(Some(t.to_string()));
-    }
-    let eos = tokens.len() as u32;
-    tokens.push(Some("</s>".into()));
-    let mut special = vec![false; tokens.len()];
-    special[eos as usize] = true;
-    let vocab =
-        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
-    let trie = Arc::new(TokenTrie::new(&vocab));
+    let (trie, eos) = tiny_trie("ab{}\":,0", &["ab", "{\"", "\":", "\"}", "aaa", "0,", "}}"]);
     let specs = [
         ConstraintSpec::Regex("(ab)+a{2,4}b".into()),
         ConstraintSpec::Regex("\\{(\"a\":0,)*\"b\":0\\}|a".into()),
@@ -213,49 +222,66 @@ fn budgeted_masks_allow_only_completable_tokens() {
             })
     }
     let text: Vec<u32> = (0..eos).collect();
+    budgeted_walks(&trie, eos, &specs, 4, false, |spec, m, plain, mask| {
+        let left = m.token_budget().unwrap();
+        for &t in &text {
+            let mut next = plain.clone();
+            if next.commit(t).is_err() {
+                continue;
+            }
+            if mask.contains(t) {
+                assert!(
+                    completable(&next, left - 1, &text),
+                    "{spec:?}: token {t} allowed with {left} left but cannot finish"
+                );
+            } else {
+                let mut probe = m.clone();
+                assert!(
+                    matches!(probe.commit(t), Err(MaskError::OverBudget { .. })),
+                    "{spec:?}: commit of a token the budget forbids"
+                );
+            }
+        }
+    });
+}
+
+/// Three random walks per spec under every budget from its shortest up to `extra` more, on a
+/// tiny vocabulary (`eos` excluded from the walk): `check(spec, budgeted, plain, mask)` runs
+/// at every step, then an allowed token is taken (the longest half the time if
+/// `long_first`); a walk ends where the mask allows nothing else, which must be accepting.
+fn budgeted_walks(
+    trie: &Arc<TokenTrie>,
+    eos: u32,
+    specs: &[ConstraintSpec],
+    extra: usize,
+    long_first: bool,
+    mut check: impl FnMut(&ConstraintSpec, &Matcher, &Matcher, &TokenSet),
+) {
     let mut mask = TokenSet::new(trie.vocab_size());
     for spec in specs {
-        let c = compiled(spec.clone(), &trie);
+        let c = compiled(spec.clone(), trie);
         let mut rng = StdRng::seed_from_u64(3);
-        let min = c
-            .matcher()
-            .unwrap()
-            .min_tokens_to_finish()
-            .unwrap()
-            .unwrap();
-        for budget in min..=min + 4 {
+        let min = shortest(&c);
+        for budget in min..=min + extra {
             for _ in 0..3 {
                 let mut m = c.matcher().unwrap();
                 m.set_token_budget(Some(budget));
                 let mut plain = c.matcher().unwrap();
                 loop {
                     m.compute_mask(&mut mask).unwrap();
-                    let left = m.token_budget().unwrap();
-                    let allowed: Vec<u32> =
-                        text.iter().copied().filter(|&t| mask.contains(t)).collect();
-                    for &t in &text {
-                        let mut next = plain.clone();
-                        if next.commit(t).is_err() {
-                            continue;
-                        }
-                        if mask.contains(t) {
-                            assert!(
-                                completable(&next, left - 1, &text),
-                                "{spec:?}: token {t} allowed with {left} left but cannot finish"
-                            );
-                        } else {
-                            let mut probe = m.clone();
-                            assert!(
-                                matches!(probe.commit(t), Err(MaskError::OverBudget { .. })),
-                                "{spec:?}: commit of a token the budget forbids"
-                            );
-                        }
-                    }
+                    check(spec, &m, &plain, &mask);
+                    let allowed: Vec<u32> = (0..eos).filter(|&t| mask.contains(t)).collect();
                     if allowed.is_empty() {
                         assert!(m.is_accepting(), "{spec:?}: dead end under budget {budget}");
                         break;
                     }
-                    let t = allowed[rng.random_range(0..allowed.len())];
+                    let t = match long_first && rng.random_bool(0.5) {
+                        true => *allowed
+                            .iter()
+                            .max_by_key(|&&t| trie.token_bytes(t).len())
+                            .unwrap(),
+                        false => allowed[rng.random_range(0..allowed.len())],
+                    };
                     m.commit(t).unwrap();
                     plain.commit(t).unwrap();
                 }
@@ -314,73 +340,28 @@ fn counted_strings_are_judged_under_budgets() {
     assert!(judged > 5_000, "{judged}");
 }
 
-/// Walks every spec under every budget from its shortest up to 40 more (three random walks
-/// each, long tokens half the time), comparing the budgeted mask with `commit` for every
-/// token the constraint allows; returns how many tokens were compared.
+/// Budgeted walks (see [`budgeted_walks`]) up to 40 over the shortest on a tiny vocabulary,
+/// comparing the budgeted mask with `commit` for every token the constraint allows; returns
+/// how many tokens were compared.
 fn budgets_agree_with_commits(chars: &str, longer: &[&str], specs: &[ConstraintSpec]) -> usize {
-    let mut tokens: Vec<Option<String>> = chars.chars().map(|c| Some(c.into())).collect();
-    tokens.extend(longer.iter().map(|t| Some(t.to_string())));
-    let eos = tokens.len() as u32;
-    tokens.push(Some("</s>".into()));
-    let mut special = vec![false; tokens.len()];
-    special[eos as usize] = true;
-    let vocab =
-        Vocab::from_token_strings(&tokens, &special, VocabStyle::SentencePiece, vec![eos]).unwrap();
-    let trie = Arc::new(TokenTrie::new(&vocab));
-    let text: Vec<u32> = (0..eos).collect();
-    let mut mask = TokenSet::new(trie.vocab_size());
+    let (trie, eos) = tiny_trie(chars, longer);
     let mut judged = 0usize;
-    for spec in specs {
-        let c = compiled(spec.clone(), &trie);
-        let mut rng = StdRng::seed_from_u64(5);
-        let min = c
-            .matcher()
-            .unwrap()
-            .min_tokens_to_finish()
-            .unwrap()
-            .unwrap_or_else(|| panic!("{spec:?}: no completion in this vocabulary"));
-        for budget in min..=min + 40 {
-            for _ in 0..3 {
-                let mut m = c.matcher().unwrap();
-                m.set_token_budget(Some(budget));
-                let mut plain = c.matcher().unwrap();
-                loop {
-                    m.compute_mask(&mut mask).unwrap();
-                    let mut allowed = Vec::new();
-                    for &t in &text {
-                        if plain.clone().commit(t).is_err() {
-                            continue;
-                        }
-                        let committed = m.clone().commit(t);
-                        assert_eq!(
-                            mask.contains(t),
-                            committed.is_ok(),
-                            "{spec:?} budget {budget}: token {:?} with {:?} left: mask and commit ({committed:?}) disagree",
-                            trie.token_bytes(t),
-                            m.token_budget()
-                        );
-                        judged += 1;
-                        if mask.contains(t) {
-                            allowed.push(t);
-                        }
-                    }
-                    if allowed.is_empty() {
-                        assert!(m.is_accepting(), "{spec:?}: dead end under budget {budget}");
-                        break;
-                    }
-                    let t = match rng.random_bool(0.5) {
-                        true => *allowed
-                            .iter()
-                            .max_by_key(|&&t| trie.token_bytes(t).len())
-                            .unwrap(),
-                        false => allowed[rng.random_range(0..allowed.len())],
-                    };
-                    m.commit(t).unwrap();
-                    plain.commit(t).unwrap();
-                }
+    budgeted_walks(&trie, eos, specs, 40, true, |spec, m, plain, mask| {
+        for t in 0..eos {
+            if plain.clone().commit(t).is_err() {
+                continue;
             }
+            let committed = m.clone().commit(t);
+            assert_eq!(
+                mask.contains(t),
+                committed.is_ok(),
+                "{spec:?}: token {:?} with {:?} left: mask and commit ({committed:?}) disagree",
+                trie.token_bytes(t),
+                m.token_budget()
+            );
+            judged += 1;
         }
-    }
+    });
     judged
 }
 
@@ -400,12 +381,7 @@ fn budgeted_masks_match_token_by_token_commits() {
     let mut restricted = 0usize;
     for schema in schemas() {
         let c = compiled(ConstraintSpec::JsonSchema(schema.clone()), &trie);
-        let min = c
-            .matcher()
-            .unwrap()
-            .min_tokens_to_finish()
-            .unwrap()
-            .unwrap();
+        let min = shortest(&c);
         // Tight budgets judge tokens; looser ones are settled by the reach bound far from
         // the end and judged near it (past 100 extra also inside recursive rules, bounded by
         // how deep one token can nest them).
