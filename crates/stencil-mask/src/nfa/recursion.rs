@@ -4,7 +4,7 @@
 //! components of the call graph ([`Recursion`]). A parse inside such a component can nest
 //! without limit, so no finite bound holds for every position it can reach. One token can only
 //! nest so far, though: where every way from a component rule's start to a call back into the
-//! component reads one of a few bytes (`[` or `{` for JSON values), a token opens at most one
+//! component reads one of a few bytes (`"` or `[` for JSON values), a token opens at most one
 //! level per such byte it holds, and the vocabulary says how many that is
 //! ([`Nfa::nesting_per_token`]). Left recursion (a cycle of calls that reads nothing) has no
 //! such bound.
@@ -114,7 +114,7 @@ impl Nfa {
     /// `S`"; if those edges have no cycle, a chain holds at most `chain(S)` calls, and a
     /// token with `m` bytes of `S` opens at most `chain(S) x (m + 1)` nested calls. `S` starts
     /// as every byte the component's rules read themselves; bytes frequent in tokens are
-    /// dropped while the product does not grow (for JSON values `S` ends as `[` and `{`).
+    /// dropped while the product does not grow (for JSON values `S` ends as `"` and `[`).
     pub(super) fn nesting_per_token(&self, rec: &Recursion, k: u32) -> Option<u32> {
         let most = self.most_per_token?;
         let rules = &rec.members[k as usize];
