@@ -359,65 +359,20 @@ impl Counted {
         r
     }
 
-    /// Breadth-first over the pattern-and-character states reachable from the start, then
-    /// backwards from the accepting ones (a whole character the pattern accepts): the most
-    /// bytes a state needs, and the most bytes of one character.
+    /// Over the product of the pattern and character machines (accepting: a whole character
+    /// the pattern accepts): the most bytes a state reachable from the start needs, and the
+    /// most bytes of one character on the way to acceptance.
     fn find_joint_reach(&self) -> Option<(u32, u32)> {
-        let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-        let mut states = vec![(0u32, 0u32)];
-        ids.insert((0, 0), 0);
-        let mut next_of: Vec<Vec<u32>> = vec![Vec::new()];
-        let mut i = 0;
-        while i < states.len() {
-            let (p, c) = states[i];
-            for &b in &self.reps {
-                let next = (self.pattern.next(p, b), self.chars.next(c, b));
-                if next.0 == DEAD || next.1 == DEAD {
-                    continue;
-                }
-                let j = *ids.entry(next).or_insert_with(|| {
-                    states.push(next);
-                    next_of.push(Vec::new());
-                    states.len() as u32 - 1
-                });
-                next_of[i].push(j);
-            }
-            if states.len() > MAX_JOINT_STATES {
-                return None;
-            }
-            i += 1;
-        }
-        let mut back: Vec<Vec<u32>> = vec![Vec::new(); states.len()];
-        for (i, next) in next_of.iter().enumerate() {
-            for &j in next {
-                back[j as usize].push(i as u32);
-            }
-        }
-        let mut dist = vec![u32::MAX; states.len()];
-        let mut queue = std::collections::VecDeque::new();
-        for (j, &(p, c)) in states.iter().enumerate() {
-            if c == 0 && self.pattern.accept[p as usize] {
-                dist[j] = 0;
-                queue.push_back(j as u32);
-            }
-        }
-        while let Some(j) = queue.pop_front() {
-            for &k in &back[j as usize] {
-                if dist[k as usize] == u32::MAX {
-                    dist[k as usize] = dist[j as usize] + 1;
-                    queue.push_back(k);
-                }
-            }
-        }
-        // States that cannot accept are never viable, so never a position.
-        let r = dist.into_iter().filter(|&d| d != u32::MAX).max()?;
+        let (joint, pairs) =
+            Machine::product_with_pairs(&self.pattern, &self.chars, MAX_JOINT_STATES).ok()?;
+        let r = joint.reach(&joint.distances())?;
         // Bytes from each state to the next character boundary, at most (the character
         // decoder's mid-character states have no cycle; one would leave it unknown).
-        let mut run: Vec<Option<u32>> = vec![None; states.len()];
+        let mut run: Vec<Option<u32>> = vec![None; pairs.len()];
         fn longest(
             i: usize,
-            states: &[(u32, u32)],
-            next_of: &[Vec<u32>],
+            joint: &Machine,
+            pairs: &[(u32, u32)],
             run: &mut [Option<u32>],
             depth: u32,
         ) -> Option<u32> {
@@ -427,11 +382,15 @@ impl Counted {
             if depth > 64 {
                 return None;
             }
+            let k = joint.nclasses;
             let mut most = 0;
-            for &j in &next_of[i] {
-                let rest = match states[j as usize].1 {
+            for &j in joint.trans[i * k..(i + 1) * k]
+                .iter()
+                .filter(|&&j| j != DEAD)
+            {
+                let rest = match pairs[j as usize].1 {
                     0 => 0,
-                    _ => longest(j as usize, states, next_of, run, depth + 1)?,
+                    _ => longest(j as usize, joint, pairs, run, depth + 1)?,
                 };
                 most = most.max(1 + rest);
             }
@@ -439,9 +398,9 @@ impl Counted {
             Some(most)
         }
         let mut w = 1;
-        for i in 0..states.len() {
-            if states[i].1 == 0 {
-                w = w.max(longest(i, &states, &next_of, &mut run, 0)?);
+        for i in 0..pairs.len() {
+            if pairs[i].1 == 0 {
+                w = w.max(longest(i, &joint, &pairs, &mut run, 0)?);
             }
         }
         Some((r, w))

@@ -271,7 +271,6 @@ impl LazyDfa {
         best
     }
 
-    #[inline]
     /// An upper bound on the bytes that finish the rule (with the rules it calls on the way)
     /// from any state reachable from `s`: the largest of its items' bounds
     /// ([`crate::nfa::NO_UPPER`] if unknown).
@@ -293,6 +292,7 @@ impl LazyDfa {
         most
     }
 
+    #[inline]
     pub fn accepting(&self, s: u32) -> bool {
         self.info[s as usize].accepting
     }

@@ -183,6 +183,15 @@ impl Machine {
 
     /// Strings accepted by both, with only states that can still reach acceptance.
     pub fn product(a: &Machine, b: &Machine, limit: usize) -> Result<Self, MaskError> {
+        Ok(Self::product_with_pairs(a, b, limit)?.0)
+    }
+
+    /// [`Machine::product`], and per state the pair of states of `a` and `b` it stands for.
+    pub fn product_with_pairs(
+        a: &Machine,
+        b: &Machine,
+        limit: usize,
+    ) -> Result<(Self, Vec<(u32, u32)>), MaskError> {
         let (class_of, reps) = joint_classes(a, b);
         let k = reps.len();
         let mut map: FxHashMap<(u32, u32), u32> = FxHashMap::default();
@@ -220,7 +229,30 @@ impl Machine {
             accept.push(a.accept[x as usize] && b.accept[y as usize]);
             i += 1;
         }
-        Ok(Self::from_rows(class_of, k, trans, accept).trim())
+        Ok((Self::from_rows(class_of, k, trans, accept).trim(), pairs))
+    }
+
+    /// The most bytes any state reachable from the start needs to reach acceptance, given
+    /// this machine's `dist`; `None` if one of them cannot.
+    pub fn reach(&self, dist: &Distances) -> Option<u32> {
+        let k = self.nclasses;
+        let mut seen = vec![false; self.num_states()];
+        let mut stack = vec![0u32];
+        seen[0] = true;
+        let mut most = 0u32;
+        while let Some(s) = stack.pop() {
+            match dist.get(s).0 {
+                u32::MAX => return None,
+                n => most = most.max(n),
+            }
+            for &t in &self.trans[s as usize * k..(s as usize + 1) * k] {
+                if t != DEAD && !seen[t as usize] {
+                    seen[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        Some(most)
     }
 
     /// Removes transitions into states that cannot reach acceptance (state 0 is kept), so a

@@ -25,7 +25,6 @@
 
 use super::recursion::Recursion;
 use super::{Built, Cont, ContId, Item, ItemId, MachineDef, Nfa, Node, NodeId, NOTHING};
-use crate::counted::Counted;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::machine::DEAD as MDEAD;
 use std::sync::Arc;
@@ -176,19 +175,12 @@ impl Nfa {
                 add(nfa.rule_reach(rule), nfa.cont_ach(cont)).max(nfa.cont_reach(cont))
             }
             Item::Machine { m, state, cont } => {
-                let counted = matches!(nfa.machine_defs[m as usize], MachineDef::Counted { .. });
-                let inside = match counted {
-                    true => match nfa.plain_counted(m) {
-                        Some((_, reach)) => reach,
-                        None => match nfa.counted(m) {
-                            Some(c) => c.reach(Some(state)).unwrap_or(INF),
-                            None => INF,
-                        },
-                    },
-                    _ if nfa.explicit(m) && nfa.machine_dist_of(m).get(state).0 != MDEAD => {
+                let inside = match nfa.counted_bounds(m, Some(state)) {
+                    Some((_, reach)) => reach,
+                    None if nfa.explicit(m) && nfa.machine_dist_of(m).get(state).0 != MDEAD => {
                         nfa.machine_reach(m)
                     }
-                    _ => INF,
+                    None => INF,
                 };
                 add(inside, nfa.cont_ach(cont)).max(nfa.cont_reach(cont))
             }
@@ -298,16 +290,7 @@ impl Nfa {
     fn scc_ach(&mut self, k: u32, rules: &[u32]) -> Vec<u32> {
         let mut est: FxHashMap<u32, u32> = rules.iter().map(|&r| (r, INF)).collect();
         for _ in 0..=rules.len() {
-            let outer = self.upper.probe.replace(Probe {
-                scc: k,
-                calls: Calls::Ach(est.clone()),
-                memo: FxHashMap::default(),
-            });
-            let next: Vec<u32> = rules
-                .iter()
-                .map(|&r| self.cont_ach(self.rule_entry[r as usize]))
-                .collect();
-            self.upper.probe = outer;
+            let next = self.probe_rules(k, Calls::Ach(est.clone()), rules, Nfa::cont_ach);
             let mut changed = false;
             for (r, n) in rules.iter().zip(next) {
                 let e = est.get_mut(r).expect("a member");
@@ -345,8 +328,11 @@ impl Nfa {
             for &r in rules {
                 ach = ach.max(nfa.rule_ach(r));
             }
-            let low = nfa.probe_reach(k, 0, rules);
-            let high = nfa.probe_reach(k, PROBE, rules);
+            let mut probe = |x| {
+                let reach = nfa.probe_rules(k, Calls::Reach(x), rules, Nfa::cont_reach);
+                reach.into_iter().max().unwrap_or(0)
+            };
+            let (low, high) = (probe(0), probe(PROBE));
             if ach >= INF || low >= INF || high >= INF {
                 return INF;
             }
@@ -356,62 +342,51 @@ impl Nfa {
         })
     }
 
-    /// The most any position of `rules` needs when calls into component `k` are valued
-    /// `calls`.
-    fn probe_reach(&mut self, k: u32, calls: u32, rules: &[u32]) -> u32 {
+    /// `bound` at the entry of each of `rules` with calls into component `k` worth `calls`,
+    /// on memos of the probe's own.
+    fn probe_rules(
+        &mut self,
+        k: u32,
+        calls: Calls,
+        rules: &[u32],
+        bound: fn(&mut Nfa, ContId) -> u32,
+    ) -> Vec<u32> {
         let outer = self.upper.probe.replace(Probe {
             scc: k,
-            calls: Calls::Reach(calls),
+            calls,
             memo: FxHashMap::default(),
         });
-        let mut most = 0;
-        for &r in rules {
-            most = most.max(self.cont_reach(self.rule_entry[r as usize]));
-        }
+        let out = rules
+            .iter()
+            .map(|&r| bound(self, self.rule_entry[r as usize]))
+            .collect();
         self.upper.probe = outer;
-        most
+        out
     }
 
-    /// `(ach, reach)` of machine `m` if it is counted (`None` if not): for characters of any
-    /// string, `min` one-byte characters plus the rest of a character begun; with a pattern,
-    /// what the machine (built here) knows.
-    fn counted_bounds(&mut self, m: u32) -> Option<(u32, u32)> {
-        if !matches!(self.machine_defs[m as usize], MachineDef::Counted { .. }) {
-            return None;
-        }
-        if let Some(b) = self.plain_counted(m) {
-            return Some(b);
-        }
-        match self.counted(m) {
-            Some(c) => {
-                let reach = c.reach(None).unwrap_or(INF);
-                Some((reach, reach))
-            }
-            None => Some((INF, INF)),
-        }
-    }
-
-    /// `(ach, reach)` of machine `m` if it counts characters of any string: `min` one-byte
-    /// characters, plus the rest of a character begun.
-    fn plain_counted(&self, m: u32) -> Option<(u32, u32)> {
+    /// `(ach, reach)` of machine `m` from `state` (`None`: its start) if it is counted
+    /// (`None` if not): for characters of any string, `min` one-byte characters plus the rest
+    /// of a character begun, wherever it is; with a pattern, what the machine (built here)
+    /// knows.
+    fn counted_bounds(&mut self, m: u32, state: Option<u32>) -> Option<(u32, u32)> {
         match &self.machine_defs[m as usize] {
             MachineDef::Counted { min, rest, .. } if rest.is_empty() => {
-                Some((*min, add(*min, CHAR_TAIL)))
+                return Some((*min, add(*min, CHAR_TAIL)))
             }
-            _ => None,
+            MachineDef::Counted { .. } => {}
+            _ => return None,
         }
-    }
-
-    /// Counted machine `m`, built here if it is not yet (`None` if it cannot be).
-    fn counted(&mut self, m: u32) -> Option<&mut Counted> {
         if self.machines[m as usize].is_none() {
             let _ = self.build_machine(m);
         }
         match &mut self.machines[m as usize] {
-            Some(Built::Counted(c)) => Some(c),
+            Some(Built::Counted(c)) => {
+                let reach = c.reach(state).unwrap_or(INF);
+                Some((reach, reach))
+            }
             _ => {
                 self.upper.unbuilt += 1;
-                None
+                Some((INF, INF))
             }
         }
     }
@@ -422,23 +397,7 @@ impl Nfa {
         self.memoized(Table::Machine, m, |nfa| {
             match nfa.machines[m as usize].clone() {
                 Some(Built::Explicit(d)) => {
-                    let dist = nfa.machine_dist_of(m);
-                    let mut seen = vec![false; d.num_states()];
-                    let mut stack = vec![0u32];
-                    seen[0] = true;
-                    let mut most = 0u32;
-                    while let Some(s) = stack.pop() {
-                        let (n, _) = dist.get(s);
-                        most = most.max(if n == MDEAD { INF } else { n.min(INF) });
-                        let row = &d.trans[s as usize * d.nclasses..(s as usize + 1) * d.nclasses];
-                        for &t in row {
-                            if t != MDEAD && !seen[t as usize] {
-                                seen[t as usize] = true;
-                                stack.push(t);
-                            }
-                        }
-                    }
-                    most
+                    d.reach(&nfa.machine_dist_of(m)).map_or(INF, |n| n.min(INF))
                 }
                 _ => INF,
             }
@@ -464,7 +423,7 @@ impl Nfa {
                 false => INF,
             },
             Node::Call(rule) => nfa.rule_ach(rule),
-            Node::Machine(m) => match nfa.counted_bounds(m) {
+            Node::Machine(m) => match nfa.counted_bounds(m, None) {
                 Some((ach, _)) => ach,
                 None if nfa.explicit(m) => match nfa.machine_dist_of(m).get(0).0 {
                     MDEAD => INF,
@@ -499,7 +458,7 @@ impl Nfa {
                 (_, false) => INF,
             },
             Node::Call(rule) => nfa.rule_reach(rule),
-            Node::Machine(m) => match nfa.counted_bounds(m) {
+            Node::Machine(m) => match nfa.counted_bounds(m, None) {
                 Some((_, reach)) => reach,
                 None if nfa.explicit(m) => nfa.machine_reach(m),
                 None => INF,
