@@ -23,8 +23,8 @@
 //! finish (`LazyDfa::reach`, built from the grammar's nodes: recursive rules are bounded by
 //! how deep one token can nest them, counted strings by what one token can add), and a token
 //! leaves the frames below the ones it touches as they are. A step pays for judging only
-//! where that bound is unknown (near a string's length limits, object size rules, machines
-//! not built yet) or does not fit.
+//! where that bound is unknown (object size and presence rules, intersections too large to
+//! build before a step enters them) or does not fit.
 
 mod ends;
 

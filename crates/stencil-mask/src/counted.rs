@@ -10,7 +10,7 @@
 //! form an eventually periodic set, computed once, so the check is a table lookup.
 
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::machine::{joint_classes, Machine, DEAD};
+use crate::machine::{classes_from_boundaries, joint_classes, Machine, DEAD};
 use crate::MaskError;
 use std::sync::Arc;
 
@@ -486,6 +486,65 @@ impl Counted {
             i += 1;
         }
         Ok(Machine::from_rows(class_of, k, trans, accept))
+    }
+
+    /// The strings of `a` that this language does not contain, as an explicit DFA: the
+    /// product of `a` with the complement, stepped lazily, so only the states `a`'s strings
+    /// reach are made (an IPv4 address against a hostname's counter: a few dozen, where the
+    /// counter's own enumeration has tens of thousands).
+    pub fn subtract_from(&mut self, a: &Machine, limit: usize) -> Result<Machine, MaskError> {
+        let mut boundary = [false; 256];
+        boundary[0] = true;
+        for b in a.boundaries().chain(self.boundaries()) {
+            boundary[b as usize] = true;
+        }
+        let (class_of, k) = classes_from_boundaries(&boundary);
+        let mut reps = vec![0u8; k];
+        for (x, &c) in class_of.iter().enumerate().rev() {
+            reps[c as usize] = x as u8;
+        }
+        // `GONE`: this language cannot be completed any more; every continuation is outside.
+        const GONE: u32 = u32::MAX;
+        let start = (0u32, self.start()?.unwrap_or(GONE));
+        let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let mut order = vec![start];
+        ids.insert(start, 0);
+        let (mut trans, mut accept) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < order.len() {
+            let (x, s) = order[i];
+            for &r in &reps {
+                let tx = a.next(x, r);
+                if tx == DEAD {
+                    trans.push(DEAD);
+                    continue;
+                }
+                let ts = match s {
+                    GONE => GONE,
+                    s => self.next(s, r)?.unwrap_or(GONE),
+                };
+                let id = match ids.get(&(tx, ts)) {
+                    Some(&id) => id,
+                    None => {
+                        if order.len() >= limit {
+                            return Err(MaskError::TooManyStates {
+                                what: "intersection DFA",
+                                given: order.len() + 1,
+                                limit,
+                            });
+                        }
+                        let id = order.len() as u32;
+                        ids.insert((tx, ts), id);
+                        order.push((tx, ts));
+                        id
+                    }
+                };
+                trans.push(id);
+            }
+            accept.push(a.accept[x as usize] && (s == GONE || !self.accept(s)));
+            i += 1;
+        }
+        Ok(Machine::from_rows(class_of, k, trans, accept).trim())
     }
 
     /// Byte-class starts of the two machines (for the automaton's class table).

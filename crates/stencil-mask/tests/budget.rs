@@ -429,3 +429,51 @@ fn budgeted_masks_match_token_by_token_commits() {
         "{restricted} of {checked}"
     );
 }
+
+/// With one token per character, the shortest completion in tokens is the shortest valid
+/// instance in bytes, known here by hand from the formats' definitions: machines the search
+/// has not entered yet (formats, counted strings, complements) must never be guessed longer
+/// than they are, or a budget would forbid a completion that fits.
+#[test]
+fn shortest_completions_through_formats_are_exact() {
+    let ascii: String = (0x21u8..0x7f).map(char::from).collect();
+    let (trie, _) = tiny_trie(&ascii, &[]);
+    let cases = [
+        // "2000-01-01T00:00:00Z"
+        (json!({"type": "string", "format": "date-time"}), 22),
+        // ["2000-01-01","2000-01-01"]
+        (
+            json!({"type": "array", "items": {"type": "string", "format": "date"}, "minItems": 2}),
+            27,
+        ),
+        // "a"
+        (json!({"type": "string", "format": "hostname"}), 3),
+        // {"a":"aaa"} (a counted string) before {"b":"bbbb"}
+        (
+            json!({"anyOf": [
+                {"type": "object", "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 3, "pattern": "^a+$"}}, "required": ["a"], "additionalProperties": false},
+                {"type": "object", "properties": {"b": {"type": "string", "pattern": "^b{4}$"}}, "required": ["b"], "additionalProperties": false},
+            ]}),
+            11,
+        ),
+        // "::" (an IPv6 address; an IPv4 one needs 7 characters)
+        (
+            json!({"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]}),
+            4,
+        ),
+        // {"to":"aaa@a.a"}
+        (
+            json!({"type": "object", "properties": {"to": {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.[a-z]+$", "minLength": 7}}, "required": ["to"], "additionalProperties": false}),
+            16,
+        ),
+        // {"b":"2000-01-01T00:00:00Z"}: no "a" can be valid (every IPv4 address is a hostname).
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string", "format": "ipv4", "not": {"format": "hostname"}}, "b": {"type": "string", "format": "date-time"}}, "required": ["b"], "additionalProperties": false}),
+            28,
+        ),
+    ];
+    for (schema, bytes) in cases {
+        let c = compiled(ConstraintSpec::JsonSchema(schema.clone()), &trie);
+        assert_eq!(shortest(&c), bytes, "{schema}");
+    }
+}

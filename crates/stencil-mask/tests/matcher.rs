@@ -734,3 +734,77 @@ fn token_id(vocab: &Vocab, s: &str) -> u32 {
         .find(|&i| vocab.token_bytes(i) == s.as_bytes())
         .expect("token")
 }
+
+/// `oneOf`/`not` over string formats and counted strings (intersections worked on string
+/// contents, complements of length counters subtracted lazily) accept exactly what the
+/// `jsonschema` crate validates, on strings chosen to sit on every branch and boundary.
+#[test]
+fn combined_formats_and_lengths_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let label = "a".repeat(63);
+    let long_host = [label.as_str(); 4].join(".");
+    let candidates: Vec<String> = [
+        "a",
+        "example.com",
+        "1.2.3.4",
+        "01.2.3.4",
+        "256.1.1.1",
+        "1.2.3",
+        "::1",
+        "fe80::1",
+        "1::2::3",
+        "a..b",
+        "-a",
+        "a-",
+        "ab--c",
+        "xn--abc",
+        "",
+        "aaaa",
+        "aaaaa",
+        "aaaaaa",
+        "b",
+        "ba",
+        "abab",
+        "a b",
+        "2001:db8::8a2e:370:7334",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain([
+        label.clone(),
+        format!("{label}a"),
+        long_host[..253].to_string(),
+        format!("{}.b", &long_host[..251]),
+        long_host.clone(),
+    ])
+    .collect();
+    let schemas = [
+        json!({"type": "string", "oneOf": [{"format": "hostname"}, {"format": "ipv4"}, {"format": "ipv6"}]}),
+        json!({"type": "string", "allOf": [{"format": "ipv4"}, {"not": {"format": "hostname"}}]}),
+        json!({"type": "string", "oneOf": [{"maxLength": 4}, {"pattern": "^a"}]}),
+        json!({"type": "string", "pattern": "^[ab]*$", "not": {"minLength": 2, "maxLength": 5}}),
+        json!({"type": "string", "anyOf": [{"format": "ipv4"}, {"minLength": 5, "pattern": "b"}], "not": {"maxLength": 6}}),
+    ];
+    for schema in schemas {
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("valid schema");
+        let c = constraint(
+            ConstraintSpec::JsonSchema(schema.clone()),
+            &vocab,
+            Whitespace::Compact,
+        );
+        for s in &candidates {
+            let value = json!(s);
+            let text = value.to_string();
+            let mut m = c.matcher().unwrap_or_else(|e| panic!("{schema}: {e}"));
+            assert_eq!(
+                m.accepts_after(text.as_bytes())
+                    .unwrap_or_else(|e| panic!("{schema}: {text}: {e}")),
+                validator.is_valid(&value),
+                "{schema}: {text}"
+            );
+        }
+    }
+}

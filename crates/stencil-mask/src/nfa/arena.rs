@@ -20,7 +20,8 @@ pub(super) struct ArenaBuilder {
     pub(super) boundary: [bool; 256],
     /// The node of one JSON string character (the unit of `minLength`/`maxLength`).
     pub(super) unit: NodeId,
-    /// Fewest bytes each node matches (calls and machines count 0, `Nothing` u32::MAX).
+    /// Fewest bytes each node matches (calls count 0, machines what their definition shows,
+    /// `Nothing` u32::MAX).
     pub(super) min_len: Vec<u32>,
     /// Nodes every string of which is exactly one JSON string character (see `one_char`).
     pub(super) one_char: FxHashSet<NodeId>,
@@ -139,6 +140,20 @@ impl ArenaBuilder {
     }
 
     pub(super) fn machine(&mut self, key: String, def: MachineDef) -> NodeId {
+        // Fewest bytes: a counter's minimum (every character is a byte at least) and what
+        // each operand of an intersection needs; a complement or a DFA may match little.
+        let shortest = match &def {
+            MachineDef::Counted { min, rest, .. } => rest
+                .iter()
+                .map(|&k| self.min_len[k as usize])
+                .fold(*min, u32::max),
+            MachineDef::And(kids) => kids
+                .iter()
+                .map(|&k| self.min_len[k as usize])
+                .fold(0, u32::max),
+            MachineDef::Dfa(d) => shortest_accepted(d),
+            MachineDef::Not(_) => 0,
+        };
         let m = match self.machines.get(&key) {
             Some(&m) => m,
             None => {
@@ -148,7 +163,9 @@ impl ArenaBuilder {
                 m
             }
         };
-        self.leaf(Node::Machine(m))
+        let id = self.leaf(Node::Machine(m));
+        self.min_len[id as usize] = shortest;
+        id
     }
 
     pub(super) fn node(&mut self, e: &Expr) -> Result<NodeId, BuildError> {
@@ -247,26 +264,8 @@ impl ArenaBuilder {
             }
             Expr::Not(inner) => {
                 call_free(e)?;
-                let mut kid = self.node(inner)?;
-                // A long bounded run of one-character strings is complemented through its
-                // counted machine (a direct enumeration, not a subset construction).
-                if let Node::Repeat { body, min, max } = self.nodes[kid as usize] {
-                    if self.one_char.contains(&body) && max != UNBOUNDED && max - min > 16 {
-                        let star = self.leaf(Node::Repeat {
-                            body,
-                            min: 0,
-                            max: UNBOUNDED,
-                        });
-                        let rest = if body == self.unit {
-                            vec![]
-                        } else {
-                            vec![star]
-                        };
-                        let key = format!("counted{min},{max},{rest:?}");
-                        kid = self.machine(key, MachineDef::Counted { min, max, rest });
-                    }
-                }
-                self.machine(format!("not{kid}"), MachineDef::Not(kid))
+                let kid = self.node(inner)?;
+                self.not_node(kid)
             }
             Expr::Object(o) => {
                 let key = Arc::as_ptr(o);
@@ -300,11 +299,112 @@ impl ArenaBuilder {
         })
     }
 
+    /// The complement of `kid`.
+    fn not_node(&mut self, mut kid: NodeId) -> NodeId {
+        // A long bounded run of one-character strings is complemented through its
+        // counted machine (a direct enumeration, not a subset construction).
+        if let Node::Repeat { body, min, max } = self.nodes[kid as usize] {
+            if self.one_char.contains(&body) && max != UNBOUNDED && max - min > 16 {
+                let star = self.leaf(Node::Repeat {
+                    body,
+                    min: 0,
+                    max: UNBOUNDED,
+                });
+                let rest = if body == self.unit {
+                    vec![]
+                } else {
+                    vec![star]
+                };
+                let key = format!("counted{min},{max},{rest:?}");
+                kid = self.machine(key, MachineDef::Counted { min, max, rest });
+            }
+        }
+        self.machine(format!("not{kid}"), MachineDef::Not(kid))
+    }
+
+    /// `kid` as `(a, middle, b)` if every string of it starts with the single byte `a` and
+    /// ends with the single byte `b` by its structure (a JSON string: its quotes).
+    fn framed(&mut self, kid: NodeId) -> Option<(u8, NodeId, u8)> {
+        let (a, rest) = self.split_end(kid, true)?;
+        let (b, middle) = self.split_end(rest, false)?;
+        Some((a, middle, b))
+    }
+
+    /// `node` as its first (`first`) or last single byte and the rest, where its structure
+    /// shows one: a byte, a sequence whose first (last) kid has one, an alternation whose
+    /// branches all share one.
+    fn split_end(&mut self, node: NodeId, first: bool) -> Option<(u8, NodeId)> {
+        match self.nodes[node as usize] {
+            Node::Byte(lo, hi) if lo == hi => Some((lo, EMPTY)),
+            Node::Seq { start, len } => {
+                let mut kids = self.kids[start as usize..(start + len) as usize].to_vec();
+                let end = if first { 0 } else { kids.len() - 1 };
+                let (b, rest) = self.split_end(kids[end], first)?;
+                kids[end] = rest;
+                Some((b, self.list(false, kids)))
+            }
+            Node::Alt { start, len } => {
+                let branches = self.kids[start as usize..(start + len) as usize].to_vec();
+                let mut byte = None;
+                let mut rests = Vec::with_capacity(branches.len());
+                for k in branches {
+                    let (b, rest) = self.split_end(k, first)?;
+                    if *byte.get_or_insert(b) != b {
+                        return None;
+                    }
+                    rests.push(rest);
+                }
+                Some((byte?, self.list(true, rests)))
+            }
+            _ => None,
+        }
+    }
+
+    /// `and(a X b, not(a Y b), ...)` as `a and(X, not(Y), ...) b` when every kid is framed by
+    /// the same single bytes (`oneOf` over strings: the quotes), so that the intersection
+    /// works on the contents, where counted machines fold and stay lazy. Exact: `a s b` is
+    /// in `a X b` iff `s` is in `X`, and outside `a Y b` iff `s` is outside `Y`.
+    fn peel_frames(&mut self, kids: &[NodeId]) -> Result<Option<NodeId>, BuildError> {
+        let mut frame = None;
+        let mut inner = Vec::with_capacity(kids.len());
+        let mut positive = false;
+        for &k in kids {
+            let (negated, seq) = match self.nodes[k as usize] {
+                Node::Machine(m) => match self.machine_defs[m as usize] {
+                    MachineDef::Not(x) => (true, x),
+                    _ => return Ok(None),
+                },
+                _ => (false, k),
+            };
+            let Some((a, middle, b)) = self.framed(seq) else {
+                return Ok(None);
+            };
+            if *frame.get_or_insert((a, b)) != (a, b) {
+                return Ok(None);
+            }
+            positive |= !negated;
+            inner.push(if negated {
+                self.not_node(middle)
+            } else {
+                middle
+            });
+        }
+        let (Some((a, b)), true) = (frame, positive) else {
+            return Ok(None);
+        };
+        let middle = self.and_node(inner)?;
+        let (a, b) = (self.byte(a), self.byte(b));
+        Ok(Some(self.list(false, vec![a, middle, b])))
+    }
+
     /// The intersection of `kids`: length bounds in characters become one counter (the
     /// tightest bounds), counted machines among the kids fold into it, and a bound over a
     /// small alternation is distributed over its branches, so that every branch gets its own
     /// lazily stepped counter instead of one eager product of everything.
     pub(super) fn and_node(&mut self, kids: Vec<NodeId>) -> Result<NodeId, BuildError> {
+        if let Some(peeled) = self.peel_frames(&kids)? {
+            return Ok(peeled);
+        }
         let is_bound = |b: &Self, k: NodeId| match b.nodes[k as usize] {
             Node::Repeat { body, min, max } => {
                 (body == b.unit || b.one_char.contains(&body)) && !(min == 0 && max == UNBOUNDED)
@@ -458,4 +558,35 @@ pub(super) fn call_free(e: &Expr) -> Result<(), BuildError> {
         ));
     }
     Ok(())
+}
+
+/// The length of a shortest string `d` accepts (`u32::MAX` if none): a breadth-first search
+/// that stops at the first accepting state, so it visits only the states that close to the
+/// start (a few hundred of the leap-second DFA's 11,000).
+fn shortest_accepted(d: &ByteDfa) -> u32 {
+    if d.states.is_empty() {
+        return u32::MAX;
+    }
+    let mut seen = vec![false; d.states.len()];
+    seen[0] = true;
+    let mut frontier = vec![0u32];
+    let mut next = Vec::new();
+    let mut depth = 0u32;
+    while !frontier.is_empty() {
+        for &s in &frontier {
+            let state = &d.states[s as usize];
+            if state.accepting {
+                return depth;
+            }
+            for &(_, _, t) in &state.transitions {
+                if !std::mem::replace(&mut seen[t as usize], true) {
+                    next.push(t);
+                }
+            }
+        }
+        std::mem::swap(&mut frontier, &mut next);
+        next.clear();
+        depth += 1;
+    }
+    u32::MAX
 }

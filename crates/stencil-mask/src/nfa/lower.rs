@@ -2,9 +2,10 @@
 //!
 //! Shortest completions (see `crate::completion`) are searched over the lazy DFA, where an
 //! uninformed search builds every state within the answer's distance. These bounds guide it:
-//! a continuation's bound is the sum of its remaining parts' shortest lengths (rule calls and
-//! counted machines count zero, explicit machines their distance to an accepting state), so
-//! it never overestimates and drops by at most one per byte. Where it is exact, as for JSON
+//! a continuation's bound is the sum of its remaining parts' shortest lengths (rule calls count
+//! zero, a machine not entered yet the fewest bytes its definition shows; inside a machine,
+//! its own distance to an accepting state), so it never overestimates and drops by at most one
+//! per byte. Where it is exact, as for JSON
 //! literals and strings, following a byte whose successor's bound is one less reaches the end
 //! of the rule along a shortest completion, one transition per byte.
 

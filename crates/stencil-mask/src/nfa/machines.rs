@@ -96,13 +96,48 @@ impl Nfa {
     }
 
     /// The explicit DFA of the strings every node matches.
+    /// Complements of counted machines are applied last, by stepping the counter along the
+    /// product of the rest (`Counted::subtract_from`) instead of enumerating it.
     pub(super) fn intersect(&mut self, parts: &[NodeId]) -> Result<Machine, MaskError> {
-        let mut acc = self.determinize(parts[0])?;
-        for &p in &parts[1..] {
-            let d = self.determinize(p)?;
-            acc = Machine::product(&acc, &d, self.machine_limit)?;
+        let (subtracted, kept): (Vec<NodeId>, Vec<NodeId>) = parts
+            .iter()
+            .partition(|&&p| self.complemented_counter(p).is_some());
+        let (mut acc, subtracted) = match kept.split_first() {
+            Some((&first, rest)) => {
+                let mut acc = self.determinize(first)?;
+                for &p in rest {
+                    let d = self.determinize(p)?;
+                    acc = Machine::product(&acc, &d, self.machine_limit)?;
+                }
+                (acc, subtracted)
+            }
+            None => (self.determinize(subtracted[0])?, subtracted[1..].to_vec()),
+        };
+        for p in subtracted {
+            let Some(c) = self.complemented_counter(p) else {
+                unreachable!("partitioned above")
+            };
+            self.build_machine(c)?;
+            let Some(Built::Counted(counter)) = &mut self.machines[c as usize] else {
+                unreachable!("a counted machine builds as one")
+            };
+            acc = counter.subtract_from(&acc, self.machine_limit)?;
         }
         Ok(acc)
+    }
+
+    /// The counted machine `p` complements, if `p` is the complement of one.
+    fn complemented_counter(&self, p: NodeId) -> Option<u32> {
+        let Node::Machine(m) = self.nodes[p as usize] else {
+            return None;
+        };
+        let MachineDef::Not(inner) = self.machine_defs[m as usize] else {
+            return None;
+        };
+        let Node::Machine(c) = self.nodes[inner as usize] else {
+            return None;
+        };
+        matches!(self.machine_defs[c as usize], MachineDef::Counted { .. }).then_some(c)
     }
 
     /// The DFA of any sequence of JSON string characters (start = between characters).

@@ -31,6 +31,9 @@ use std::sync::Arc;
 
 /// No bound known.
 pub(crate) const INF: u32 = u32::MAX - 2;
+
+/// Most states of an intersection or complement built for a bound before any step enters it.
+const BOUND_BUILD_STATES: usize = 2_000;
 /// Not computed yet (in the memos).
 const UNKNOWN: u32 = u32::MAX;
 /// Being computed: a recursive rule reached again through its own calls.
@@ -74,6 +77,8 @@ pub(crate) struct UpperMemo {
     /// Memo entries that met an unbuilt machine (by table and index): forgotten when a machine
     /// is built, so they are computed again with it.
     provisional: FxHashSet<(Table, u32)>,
+    /// Intersections and complements that a bound tried to build and found too large.
+    too_large: FxHashSet<u32>,
 }
 
 #[derive(Clone)]
@@ -188,13 +193,26 @@ impl Nfa {
     }
 
     /// True if machine `m` is an explicit DFA. A grammar DFA not built yet is built here
-    /// (cheap, shared between grammars); other kinds are not built for a bound, and a bound
-    /// that needed one stays unknown for now.
+    /// (cheap, shared between grammars), and so are intersections and complements that stay
+    /// within [`BOUND_BUILD_STATES`] (a `format` with a `pattern`: a few dozen states; a larger
+    /// one is left to the step that enters it, and a bound that needed it stays unknown).
     fn explicit(&mut self, m: u32) -> bool {
-        if self.machines[m as usize].is_none()
-            && matches!(self.machine_defs[m as usize], MachineDef::Dfa(_))
-        {
-            let _ = self.build_machine(m);
+        if self.machines[m as usize].is_none() {
+            match self.machine_defs[m as usize] {
+                MachineDef::Dfa(_) => {
+                    let _ = self.build_machine(m);
+                }
+                MachineDef::And(_) | MachineDef::Not(_) if !self.upper.too_large.contains(&m) => {
+                    let limit = self.machine_limit;
+                    self.machine_limit = limit.min(BOUND_BUILD_STATES);
+                    let built = self.build_machine(m);
+                    self.machine_limit = limit;
+                    if built.is_err() {
+                        self.upper.too_large.insert(m);
+                    }
+                }
+                _ => {}
+            }
         }
         match &self.machines[m as usize] {
             Some(Built::Explicit(_)) => true,
