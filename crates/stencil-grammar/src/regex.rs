@@ -185,35 +185,46 @@ fn split_anchors(hir: &Hir) -> Vec<Branch> {
     };
     let mut out = Vec::new();
     for b in branches {
-        let mut parts: Vec<Hir> = match b.kind() {
-            HirKind::Concat(v) => v.clone(),
-            _ => vec![b.clone()],
-        };
-        let mut start = false;
-        let mut end = false;
-        while parts.first().is_some_and(is_start) {
-            parts.remove(0);
-            start = true;
-        }
-        while parts.last().is_some_and(is_end) {
-            parts.pop();
-            end = true;
-        }
-        // `^(a|b)$`-style groups: anchors inside a lone capture group.
-        if parts.len() == 1 && !start && !end {
-            if let HirKind::Capture(c) = parts[0].kind() {
-                if matches!(c.sub.kind(), HirKind::Concat(_) | HirKind::Alternation(_)) {
-                    let inner = split_anchors(&c.sub);
-                    if inner.iter().any(|x| x.0 || x.1) {
-                        out.extend(inner);
-                        continue;
-                    }
-                }
-            }
-        }
-        out.push((start, end, Hir::concat(parts)));
+        out.extend(split_branch(&b));
     }
     out
+}
+
+/// One branch of [`split_anchors`]. What is left between the anchors may itself be an
+/// alternation with anchored branches, alone or in a lone group: `^(a$|b$)`, and
+/// `^a$|^b$`, whose common `^` the parser factors out (`^(?:a$|b$)`). Its branches take the
+/// outer anchors with their own.
+fn split_branch(b: &Hir) -> Vec<Branch> {
+    let mut parts: Vec<Hir> = match b.kind() {
+        HirKind::Concat(v) => v.clone(),
+        _ => vec![b.clone()],
+    };
+    let mut start = false;
+    let mut end = false;
+    while parts.first().is_some_and(is_start) {
+        parts.remove(0);
+        start = true;
+    }
+    while parts.last().is_some_and(is_end) {
+        parts.pop();
+        end = true;
+    }
+    if let [lone] = &parts[..] {
+        let inner = match lone.kind() {
+            HirKind::Capture(c) => &*c.sub,
+            _ => lone,
+        };
+        if matches!(inner.kind(), HirKind::Concat(_) | HirKind::Alternation(_)) {
+            let branches = split_anchors(inner);
+            if branches.iter().any(|x| x.0 || x.1) {
+                return branches
+                    .into_iter()
+                    .map(|(s, e, h)| (start || s, end || e, h))
+                    .collect();
+            }
+        }
+    }
+    vec![(start, end, Hir::concat(parts))]
 }
 
 fn is_start(h: &Hir) -> bool {
@@ -328,5 +339,16 @@ mod tests {
         assert!(regex_to_expr("a^b").is_err());
         assert!(regex_to_expr(r"\bword").is_err());
         assert!(regex_to_expr("^(yes|no)$").is_ok());
+        // Anchored alternatives, whose common `^` the parser factors out.
+        for p in [
+            "^a$|^b$",
+            "^$|^a+$",
+            "^(a|$)",
+            "(^a|b)$",
+            "^(a(-b)?$)|(^c$)",
+        ] {
+            assert!(pattern_to_string_content(p, "#").is_ok(), "{p}");
+        }
+        assert!(pattern_to_string_content("^(a$|b)c", "#").is_err());
     }
 }

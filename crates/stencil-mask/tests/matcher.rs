@@ -808,3 +808,47 @@ fn combined_formats_and_lengths_match_the_validator() {
         }
     }
 }
+
+/// JSON Schema `pattern`s with anchors inside alternatives (`^a$|^b$`, `^$|^...$`,
+/// `^(x|$)`) accept exactly the strings the `regex` engine finds a match in, for every string
+/// of up to four characters over the patterns' alphabet.
+#[test]
+fn anchored_alternatives_in_patterns_match_a_regex_search() {
+    let vocab = tiny_vocab("a");
+    let patterns = [
+        "^([0-9]{3})$|^(default)$",
+        r"^$|^\+?([0-9]|-){2,3}$",
+        "^([^,]|$)",
+        "(^a|b)$",
+        "^(0(-0)?$)|(^0x$)",
+        "^[ab]+$|^0-[ab]$",
+    ];
+    let alphabet = ['a', 'b', '0', ',', '-', 'x', '+'];
+    let mut candidates = vec![String::new()];
+    for len in 1..=4 {
+        let mut next = Vec::new();
+        for s in candidates.iter().filter(|s| s.chars().count() == len - 1) {
+            next.extend(alphabet.iter().map(|c| format!("{s}{c}")));
+        }
+        candidates.extend(next);
+    }
+    candidates.extend(["default", "123", "1234", "-0-", "+0-0"].map(String::from));
+    for pat in patterns {
+        let oracle = regex_automata::meta::Regex::new(pat).expect("pattern");
+        let schema = json!({"type": "string", "pattern": pat});
+        let c = constraint(
+            ConstraintSpec::JsonSchema(schema),
+            &vocab,
+            Whitespace::Compact,
+        );
+        for s in &candidates {
+            let text = json!(s).to_string();
+            let mut m = c.matcher().unwrap();
+            assert_eq!(
+                m.accepts_after(text.as_bytes()).unwrap(),
+                oracle.is_match(s.as_str()),
+                "{pat}: {text}"
+            );
+        }
+    }
+}
