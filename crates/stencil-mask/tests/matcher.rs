@@ -852,3 +852,40 @@ fn anchored_alternatives_in_patterns_match_a_regex_search() {
         }
     }
 }
+
+/// `propertyNames` with `$ref`, `not`, `allOf` and `anyOf` over string keywords accepts
+/// exactly the objects the `jsonschema` crate validates.
+#[test]
+fn property_names_with_applicators_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let schemas = [
+        json!({"type": "object", "propertyNames": {"not": {"const": "0"}}}),
+        json!({"type": "object", "propertyNames": {"pattern": "^[a-z0-9]+$", "not": {"enum": ["ab", "0"]}}}),
+        json!({"$defs": {"dir": {"enum": ["n", "s", "ab"]}}, "type": "object", "propertyNames": {"$ref": "#/$defs/dir"}}),
+        json!({"type": "object", "propertyNames": {"anyOf": [{"maxLength": 1}, {"pattern": "^a"}], "not": {"pattern": "0"}}}),
+        json!({"type": "object", "propertyNames": {"allOf": [{"minLength": 2}, {"not": {"pattern": "b$"}}]}}),
+    ];
+    let keys = ["0", "a", "b", "n", "s", "ab", "ba", "a0", "abb", "", "A"];
+    let mut objects: Vec<serde_json::Value> = vec![json!({})];
+    for k in keys {
+        objects.push(json!({ k: 1 }));
+        objects.push(json!({ "n": true, k: null }));
+    }
+    for schema in schemas {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        let c = constraint(
+            ConstraintSpec::JsonSchema(schema.clone()),
+            &vocab,
+            Whitespace::Compact,
+        );
+        for o in &objects {
+            let text = o.to_string();
+            let mut m = c.matcher().unwrap();
+            assert_eq!(
+                m.accepts_after(text.as_bytes()).unwrap(),
+                validator.is_valid(o),
+                "{schema}: {text}"
+            );
+        }
+    }
+}

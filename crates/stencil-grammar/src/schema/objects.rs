@@ -260,6 +260,73 @@ impl Compiler<'_> {
 
     /// The content of property names allowed by a `propertyNames` schema.
     pub(super) fn property_names(&mut self, pn: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
+        self.names_within(pn, ptr, 0)
+    }
+
+    /// [`Self::property_names`] at `$ref` depth `depth`: `$ref`, `not`, `allOf` and `anyOf`
+    /// combine the names their schemas allow (a complement within all string contents), the
+    /// string keywords beside them constrain the names directly.
+    fn names_within(&mut self, pn: &Obj, ptr: &str, depth: u32) -> Result<Expr, GrammarError> {
+        /// `$ref`s followed inside one `propertyNames` (a cycle ends in a refusal).
+        const MAX_REF_DEPTH: u32 = 16;
+        let mut rest = pn.clone();
+        let mut combined: Vec<Expr> = Vec::new();
+        if let Some(r) = rest.remove("$ref") {
+            if depth >= MAX_REF_DEPTH {
+                self.refuse("propertyNames", ptr, "a recursive $ref in propertyNames")?;
+                return Ok(Expr::star(any_string_char()));
+            }
+            let (target, tptr) = self.resolve(&r, ptr)?;
+            combined.push(self.names_of(target, &tptr, depth + 1)?);
+        }
+        if let Some(n) = rest.remove("not") {
+            let inner = self.names_of(&n, &format!("{ptr}/not"), depth)?;
+            combined.push(Expr::and(vec![
+                Expr::star(any_string_char()),
+                Expr::Not(Box::new(inner)),
+            ]));
+        }
+        for key in ["allOf", "anyOf"] {
+            let Some(v) = rest.remove(key) else {
+                continue;
+            };
+            let Value::Array(branches) = v else {
+                return Err(GrammarError::invalid(
+                    ptr,
+                    format!("{key} must be an array"),
+                ));
+            };
+            let mut each = Vec::with_capacity(branches.len());
+            for (i, b) in branches.iter().enumerate() {
+                each.push(self.names_of(b, &format!("{ptr}/{key}/{i}"), depth)?);
+            }
+            combined.push(match key {
+                "allOf" => Expr::and(each),
+                _ => Expr::alt(each),
+            });
+        }
+        if combined.is_empty() {
+            return self.string_names(pn, ptr);
+        }
+        combined.push(self.string_names(&rest, ptr)?);
+        Ok(Expr::and(combined))
+    }
+
+    /// The names a schema (object or boolean) allows.
+    fn names_of(&mut self, v: &Value, ptr: &str, depth: u32) -> Result<Expr, GrammarError> {
+        match v {
+            Value::Bool(true) => Ok(Expr::star(any_string_char())),
+            Value::Bool(false) => Ok(Expr::Nothing),
+            Value::Object(o) => self.names_within(o, ptr, depth),
+            _ => Err(GrammarError::invalid(
+                ptr,
+                "a schema must be an object or a boolean",
+            )),
+        }
+    }
+
+    /// The names allowed by string keywords, `enum` and `const`.
+    fn string_names(&mut self, pn: &Obj, ptr: &str) -> Result<Expr, GrammarError> {
         let string = Value::Object(pn.clone());
         let parts = self.parts(&string, ptr)?;
         // Strip the quotes: compile the string part's content directly for the common keywords.
