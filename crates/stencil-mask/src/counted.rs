@@ -10,7 +10,7 @@
 //! form an eventually periodic set, computed once, so the check is a table lookup.
 
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::machine::{classes_from_boundaries, joint_classes, Machine, DEAD};
+use crate::machine::{classes_from_boundaries, joint_classes, Discovered, Machine, DEAD};
 use crate::MaskError;
 use std::sync::Arc;
 
@@ -450,36 +450,16 @@ impl Counted {
         let Some(start) = self.start()? else {
             return Ok(Machine::from_rows(class_of, k, vec![DEAD; k], vec![false]));
         };
-        let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
-        let mut order = vec![start];
-        ids.insert(start, 0);
+        let mut states = Discovered::new(start, limit);
         let mut trans = Vec::new();
         let mut accept = Vec::new();
         let mut i = 0;
-        while i < order.len() {
-            let s = order[i];
+        while i < states.order.len() {
+            let s = states.order[i];
             for &r in &reps {
                 match self.next(s, r)? {
                     None => trans.push(DEAD),
-                    Some(t) => {
-                        let id = match ids.get(&t) {
-                            Some(&id) => id,
-                            None => {
-                                if order.len() >= limit {
-                                    return Err(MaskError::TooManyStates {
-                                        what: "intersection DFA",
-                                        given: order.len() + 1,
-                                        limit,
-                                    });
-                                }
-                                let id = order.len() as u32;
-                                ids.insert(t, id);
-                                order.push(t);
-                                id
-                            }
-                        };
-                        trans.push(id);
-                    }
+                    Some(t) => trans.push(states.id(t)?),
                 }
             }
             accept.push(self.accept(s));
@@ -506,13 +486,11 @@ impl Counted {
         // `GONE`: this language cannot be completed any more; every continuation is outside.
         const GONE: u32 = u32::MAX;
         let start = (0u32, self.start()?.unwrap_or(GONE));
-        let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-        let mut order = vec![start];
-        ids.insert(start, 0);
+        let mut states = Discovered::new(start, limit);
         let (mut trans, mut accept) = (Vec::new(), Vec::new());
         let mut i = 0;
-        while i < order.len() {
-            let (x, s) = order[i];
+        while i < states.order.len() {
+            let (x, s) = states.order[i];
             for &r in &reps {
                 let tx = a.next(x, r);
                 if tx == DEAD {
@@ -523,23 +501,7 @@ impl Counted {
                     GONE => GONE,
                     s => self.next(s, r)?.unwrap_or(GONE),
                 };
-                let id = match ids.get(&(tx, ts)) {
-                    Some(&id) => id,
-                    None => {
-                        if order.len() >= limit {
-                            return Err(MaskError::TooManyStates {
-                                what: "intersection DFA",
-                                given: order.len() + 1,
-                                limit,
-                            });
-                        }
-                        let id = order.len() as u32;
-                        ids.insert((tx, ts), id);
-                        order.push((tx, ts));
-                        id
-                    }
-                };
-                trans.push(id);
+                trans.push(states.id((tx, ts))?);
             }
             accept.push(a.accept[x as usize] && (s == GONE || !self.accept(s)));
             i += 1;

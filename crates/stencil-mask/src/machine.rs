@@ -194,42 +194,27 @@ impl Machine {
     ) -> Result<(Self, Vec<(u32, u32)>), MaskError> {
         let (class_of, reps) = joint_classes(a, b);
         let k = reps.len();
-        let mut map: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-        let mut pairs = vec![(0u32, 0u32)];
-        map.insert((0, 0), 0);
+        let mut pairs = Discovered::new((0u32, 0u32), limit);
         let mut trans = Vec::new();
         let mut accept = Vec::new();
         let mut i = 0;
-        while i < pairs.len() {
-            let (x, y) = pairs[i];
+        while i < pairs.order.len() {
+            let (x, y) = pairs.order[i];
             for &r in &reps {
                 let (tx, ty) = (a.next(x, r), b.next(y, r));
                 if tx == DEAD || ty == DEAD {
                     trans.push(DEAD);
                     continue;
                 }
-                let id = match map.get(&(tx, ty)) {
-                    Some(&id) => id,
-                    None => {
-                        if pairs.len() >= limit {
-                            return Err(MaskError::TooManyStates {
-                                what: "intersection DFA",
-                                given: pairs.len() + 1,
-                                limit,
-                            });
-                        }
-                        let id = pairs.len() as u32;
-                        map.insert((tx, ty), id);
-                        pairs.push((tx, ty));
-                        id
-                    }
-                };
-                trans.push(id);
+                trans.push(pairs.id((tx, ty))?);
             }
             accept.push(a.accept[x as usize] && b.accept[y as usize]);
             i += 1;
         }
-        Ok((Self::from_rows(class_of, k, trans, accept).trim(), pairs))
+        Ok((
+            Self::from_rows(class_of, k, trans, accept).trim(),
+            pairs.order,
+        ))
     }
 
     /// The most bytes any state reachable from the start needs to reach acceptance, given
@@ -320,6 +305,45 @@ pub(crate) fn from_shared_dfa(d: &Arc<ByteDfa>) -> Arc<Machine> {
     let m = build();
     cache.push((Arc::downgrade(d), m.clone()));
     m
+}
+
+/// The states of an automaton built by exploration (products, enumerations), numbered in the
+/// order they are found; more than `limit` is a typed error.
+pub(crate) struct Discovered<K> {
+    ids: FxHashMap<K, u32>,
+    pub order: Vec<K>,
+    limit: usize,
+}
+
+impl<K: Copy + Eq + std::hash::Hash> Discovered<K> {
+    /// Numbering that starts with `start` (id 0).
+    pub fn new(start: K, limit: usize) -> Self {
+        let mut ids = FxHashMap::default();
+        ids.insert(start, 0);
+        Self {
+            ids,
+            order: vec![start],
+            limit,
+        }
+    }
+
+    /// The id of `k`, numbered now if it is new.
+    pub fn id(&mut self, k: K) -> Result<u32, MaskError> {
+        if let Some(&id) = self.ids.get(&k) {
+            return Ok(id);
+        }
+        if self.order.len() >= self.limit {
+            return Err(MaskError::TooManyStates {
+                what: "intersection DFA",
+                given: self.order.len() + 1,
+                limit: self.limit,
+            });
+        }
+        let id = self.order.len() as u32;
+        self.ids.insert(k, id);
+        self.order.push(k);
+        Ok(id)
+    }
 }
 
 /// The byte classes neither machine tells apart, and one representative byte per class.
