@@ -10,7 +10,7 @@
 //! form an eventually periodic set, computed once, so the check is a table lookup.
 
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::machine::{classes_from_boundaries, joint_classes, Discovered, Machine, DEAD};
+use crate::machine::{classes_with_reps, joint_classes, Discovered, Machine, DEAD};
 use crate::MaskError;
 use std::sync::Arc;
 
@@ -478,11 +478,8 @@ impl Counted {
         for b in a.boundaries().chain(self.boundaries()) {
             boundary[b as usize] = true;
         }
-        let (class_of, k) = classes_from_boundaries(&boundary);
-        let mut reps = vec![0u8; k];
-        for (x, &c) in class_of.iter().enumerate().rev() {
-            reps[c as usize] = x as u8;
-        }
+        let (class_of, reps) = classes_with_reps(&boundary);
+        let k = reps.len();
         // `GONE`: this language cannot be completed any more; every continuation is outside.
         const GONE: u32 = u32::MAX;
         let start = (0u32, self.start()?.unwrap_or(GONE));

@@ -353,7 +353,12 @@ pub(crate) fn joint_classes(a: &Machine, b: &Machine) -> ([u8; 256], Vec<u8>) {
     for (x, bound) in boundary.iter_mut().enumerate().skip(1) {
         *bound = a.class_of[x] != a.class_of[x - 1] || b.class_of[x] != b.class_of[x - 1];
     }
-    let (class_of, k) = classes_from_boundaries(&boundary);
+    classes_with_reps(&boundary)
+}
+
+/// [`classes_from_boundaries`], and the first byte of each class (its representative).
+pub(crate) fn classes_with_reps(boundary: &[bool; 256]) -> ([u8; 256], Vec<u8>) {
+    let (class_of, k) = classes_from_boundaries(boundary);
     let mut reps = vec![0u8; k];
     for (x, &c) in class_of.iter().enumerate().rev() {
         reps[c as usize] = x as u8;

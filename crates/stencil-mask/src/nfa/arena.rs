@@ -140,6 +140,9 @@ impl ArenaBuilder {
     }
 
     pub(super) fn machine(&mut self, key: String, def: MachineDef) -> NodeId {
+        if let Some(&m) = self.machines.get(&key) {
+            return self.leaf(Node::Machine(m));
+        }
         // Fewest bytes: a counter's minimum (every character is a byte at least) and what
         // each operand of an intersection needs; a complement or a DFA may match little.
         let shortest = match &def {
@@ -154,15 +157,9 @@ impl ArenaBuilder {
             MachineDef::Dfa(d) => shortest_accepted(d),
             MachineDef::Not(_) => 0,
         };
-        let m = match self.machines.get(&key) {
-            Some(&m) => m,
-            None => {
-                self.machine_defs.push(def);
-                let m = self.machine_defs.len() as u32 - 1;
-                self.machines.insert(key, m);
-                m
-            }
-        };
+        self.machine_defs.push(def);
+        let m = self.machine_defs.len() as u32 - 1;
+        self.machines.insert(key, m);
         let id = self.leaf(Node::Machine(m));
         self.min_len[id as usize] = shortest;
         id
@@ -366,8 +363,7 @@ impl ArenaBuilder {
     /// in `a X b` iff `s` is in `X`, and outside `a Y b` iff `s` is outside `Y`.
     fn peel_frames(&mut self, kids: &[NodeId]) -> Result<Option<NodeId>, BuildError> {
         let mut frame = None;
-        let mut inner = Vec::with_capacity(kids.len());
-        let mut positive = false;
+        let mut middles = Vec::with_capacity(kids.len());
         for &k in kids {
             let (negated, seq) = match self.nodes[k as usize] {
                 Node::Machine(m) => match self.machine_defs[m as usize] {
@@ -382,16 +378,16 @@ impl ArenaBuilder {
             if *frame.get_or_insert((a, b)) != (a, b) {
                 return Ok(None);
             }
-            positive |= !negated;
-            inner.push(if negated {
-                self.not_node(middle)
-            } else {
-                middle
-            });
+            middles.push((negated, middle));
         }
-        let (Some((a, b)), true) = (frame, positive) else {
+        let (Some((a, b)), true) = (frame, middles.iter().any(|&(negated, _)| !negated)) else {
             return Ok(None);
         };
+        // Complements are made only once the whole intersection peels.
+        let inner = middles
+            .into_iter()
+            .map(|(negated, m)| if negated { self.not_node(m) } else { m })
+            .collect();
         let middle = self.and_node(inner)?;
         let (a, b) = (self.byte(a), self.byte(b));
         Ok(Some(self.list(false, vec![a, middle, b])))

@@ -5,9 +5,9 @@
 //! a continuation's bound is the sum of its remaining parts' shortest lengths (rule calls count
 //! zero, a machine not entered yet the fewest bytes its definition shows; inside a machine,
 //! its own distance to an accepting state), so it never overestimates and drops by at most one
-//! per byte. Where it is exact, as for JSON
-//! literals and strings, following a byte whose successor's bound is one less reaches the end
-//! of the rule along a shortest completion, one transition per byte.
+//! per byte. Where it is exact, as for JSON literals and strings, following a byte whose
+//! successor's bound is one less reaches the end of the rule along a shortest completion, one
+//! transition per byte.
 
 use super::{Built, Cont, ContId, Item, ItemId, Nfa};
 use std::sync::Arc;

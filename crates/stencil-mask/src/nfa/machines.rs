@@ -96,6 +96,7 @@ impl Nfa {
     }
 
     /// The explicit DFA of the strings every node matches.
+    ///
     /// Complements of counted machines are applied last, by stepping the counter along the
     /// product of the rest (`Counted::subtract_from`) instead of enumerating it.
     pub(super) fn intersect(&mut self, parts: &[NodeId]) -> Result<Machine, MaskError> {
@@ -201,11 +202,8 @@ impl Nfa {
                 _ => {}
             }
         }
-        let (class_of, k) = classes_from_boundaries(&boundary);
-        let mut reps = vec![0u8; k];
-        for b in (0..256usize).rev() {
-            reps[class_of[b] as usize] = b as u8;
-        }
+        let (class_of, reps) = crate::machine::classes_with_reps(&boundary);
+        let k = reps.len();
         let start = self.run(Work::Expand(node, DONE), None)?;
         let mut map: FxHashMap<Box<[ItemId]>, u32> = FxHashMap::default();
         let mut sets: Vec<Box<[ItemId]>> = vec![start.clone()];

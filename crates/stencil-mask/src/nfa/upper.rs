@@ -31,13 +31,13 @@ use std::sync::Arc;
 
 /// No bound known.
 pub(crate) const INF: u32 = u32::MAX - 2;
-
-/// Most states of an intersection or complement built for a bound before any step enters it.
-const BOUND_BUILD_STATES: usize = 2_000;
 /// Not computed yet (in the memos).
 const UNKNOWN: u32 = u32::MAX;
 /// Being computed: a recursive rule reached again through its own calls.
 const IN_PROGRESS: u32 = u32::MAX - 1;
+
+/// Most states of an intersection or complement built for a bound before any step enters it.
+const BOUND_BUILD_STATES: usize = 2_000;
 /// The large value calls into a component take to read off how the bound grows per level.
 const PROBE: u32 = 1 << 24;
 /// Bytes that finish any JSON string character once started (an escaped surrogate pair).
