@@ -6,7 +6,7 @@
 
 use crate::hash::FxHashMap;
 use crate::MaskError;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use stencil_grammar::ir::ByteDfa;
 
 /// No transition.
@@ -21,6 +21,9 @@ pub(crate) struct Machine {
     pub accept: Vec<bool>,
     /// States with at least one transition (an item there can still consume bytes).
     pub live: Vec<bool>,
+    /// Distances to acceptance and the start's reach, computed on first use: a machine shared
+    /// between grammars (see [`from_shared_dfa`]) computes them once.
+    derived: OnceLock<(Arc<Distances>, Option<u32>)>,
 }
 
 /// Per state of a [`Machine`]: bytes to the nearest accepting state (`u32::MAX`: none) and
@@ -50,32 +53,50 @@ impl Machine {
         for b in (0..256usize).rev() {
             first_byte[self.class_of[b] as usize] = b as u8;
         }
-        let mut preds: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
-        for s in 0..n {
-            for (c, &byte) in first_byte.iter().enumerate() {
-                let t = self.trans[s * k + c];
-                if t != DEAD {
-                    preds[t as usize].push((s as u32, byte));
-                }
-            }
+        // Predecessors in one table, grouped by target (`at[t]..at[t + 1]`).
+        let mut at = vec![0u32; n + 1];
+        for &t in self.trans.iter().filter(|&&t| t != DEAD) {
+            at[t as usize + 1] += 1;
+        }
+        for i in 0..n {
+            at[i + 1] += at[i];
+        }
+        let mut fill = at.clone();
+        let mut preds = vec![(0u32, 0u8); at[n] as usize];
+        for (i, &t) in self.trans.iter().enumerate().filter(|e| *e.1 != DEAD) {
+            let slot = &mut fill[t as usize];
+            preds[*slot as usize] = ((i / k) as u32, first_byte[i % k]);
+            *slot += 1;
         }
         let mut dist = vec![u32::MAX; n];
         let mut byte = vec![0u8; n];
-        let mut queue = std::collections::VecDeque::new();
+        let mut queue: Vec<u32> = Vec::with_capacity(n);
         for (s, _) in self.accept.iter().enumerate().filter(|a| *a.1) {
             dist[s] = 0;
-            queue.push_back(s as u32);
+            queue.push(s as u32);
         }
-        while let Some(t) = queue.pop_front() {
-            for &(s, b) in &preds[t as usize] {
+        let mut head = 0;
+        while let Some(&t) = queue.get(head) {
+            head += 1;
+            for &(s, b) in &preds[at[t as usize] as usize..at[t as usize + 1] as usize] {
                 if dist[s as usize] == u32::MAX {
                     dist[s as usize] = dist[t as usize] + 1;
                     byte[s as usize] = b;
-                    queue.push_back(s);
+                    queue.push(s);
                 }
             }
         }
         Distances { dist, byte }
+    }
+
+    /// [`Machine::distances`], and [`Machine::reach`] from the start with them, computed once
+    /// per machine.
+    pub fn derived(&self) -> &(Arc<Distances>, Option<u32>) {
+        self.derived.get_or_init(|| {
+            let dist = self.distances();
+            let reach = self.reach(&dist);
+            (Arc::new(dist), reach)
+        })
     }
 
     #[inline]
@@ -135,6 +156,7 @@ impl Machine {
             trans: rows,
             accept,
             live,
+            derived: OnceLock::new(),
         }
     }
 

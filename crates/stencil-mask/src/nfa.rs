@@ -194,8 +194,6 @@ pub(crate) struct Nfa {
     fuel_limit: u64,
     /// Memo of lower bounds per continuation (see `lower`).
     lower_conts: Vec<u32>,
-    /// Distances to acceptance per explicit machine, computed on first use (see `lower`).
-    machine_dist: Vec<Option<Arc<crate::machine::Distances>>>,
     /// Memos of the upper bounds (see `upper`).
     upper: upper::UpperMemo,
 }
@@ -247,7 +245,6 @@ impl Nfa {
             fuel: u64::MAX,
             fuel_limit: u64::MAX,
             lower_conts: Vec::new(),
-            machine_dist: Vec::new(),
             upper: upper::UpperMemo::default(),
         };
         nfa.cont_ids.insert(Cont::Done, DONE);

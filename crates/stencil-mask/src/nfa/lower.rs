@@ -38,10 +38,9 @@ impl Nfa {
         let n = match self.conts[k as usize] {
             Cont::Done => 0,
             Cont::Seq { node, kid, then } => {
-                let rest = self
-                    .seq_rest(node, kid)
-                    .iter()
-                    .fold(0u32, |a, &n| a.saturating_add(self.min_len[n as usize]));
+                let rest = self.seq_rest(node, kid).fold(0u32, |a, i| {
+                    a.saturating_add(self.min_len[self.kids[i as usize] as usize])
+                });
                 rest.saturating_add(self.cont_lower(then))
             }
             Cont::Rep { node, done, then } => {
@@ -89,19 +88,11 @@ impl Nfa {
         self.machine_dist_of(m).get(state)
     }
 
-    /// Distances to acceptance of explicit machine `m` (built), computed on first use.
+    /// Distances to acceptance of explicit machine `m` (built), computed once per machine.
     pub(super) fn machine_dist_of(&mut self, m: u32) -> Arc<crate::machine::Distances> {
-        if self.machine_dist.len() <= m as usize {
-            self.machine_dist.resize_with(m as usize + 1, || None);
-        }
-        if let Some(x) = &self.machine_dist[m as usize] {
-            return x.clone();
-        }
         let Some(Built::Explicit(d)) = &self.machines[m as usize] else {
             unreachable!("distances of a machine that is not explicit")
         };
-        let x = Arc::new(d.distances());
-        self.machine_dist[m as usize] = Some(x.clone());
-        x
+        d.derived().0.clone()
     }
 }

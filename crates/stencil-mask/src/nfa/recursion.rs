@@ -10,7 +10,7 @@
 //! such bound.
 
 use super::{Cont, MachineDef, Nfa, Node, NodeId, NOTHING};
-use crate::hash::{FxHashMap, FxHashSet};
+use crate::hash::FxHashSet;
 
 /// No component (the rule is not recursive).
 const NONE: u32 = u32::MAX;
@@ -60,7 +60,7 @@ impl Nfa {
     /// The body of `rule` (the one kid of its entry sequence).
     fn rule_body(&self, rule: u32) -> NodeId {
         match self.conts[self.rule_entry[rule as usize] as usize] {
-            Cont::Seq { node, kid, .. } => self.seq_rest(node, kid)[0],
+            Cont::Seq { node, kid, .. } => self.kids[self.seq_rest(node, kid).start as usize],
             _ => unreachable!("a rule's entry is a sequence continuation"),
         }
     }
@@ -76,7 +76,7 @@ impl Nfa {
             }
             match self.nodes[n as usize] {
                 Node::Call(r) => out.push(r),
-                _ => stack.extend(self.parts_of(n)),
+                _ => self.for_parts(n, |p| stack.push(p)),
             }
         }
         out.sort_unstable();
@@ -84,25 +84,29 @@ impl Nfa {
         out
     }
 
-    /// The nodes directly inside `n` (a machine's operands included).
-    fn parts_of(&self, n: NodeId) -> Vec<NodeId> {
+    /// Calls `f` on each node directly inside `n` (a machine's operands included).
+    fn for_parts(&self, n: NodeId, mut f: impl FnMut(NodeId)) {
         match self.nodes[n as usize] {
-            Node::Seq { start, len } | Node::Alt { start, len } => self.kids_of(start, len),
-            Node::Repeat { body, .. } => vec![body],
+            Node::Seq { start, len } | Node::Alt { start, len } => self.kids
+                [start as usize..(start + len) as usize]
+                .iter()
+                .for_each(|&k| f(k)),
+            Node::Repeat { body, .. } => f(body),
             Node::Object(o) => {
                 let obj = &self.objects[o as usize];
-                let mut v: Vec<NodeId> = obj.members.iter().flat_map(|&(a, b)| [a, b]).collect();
-                v.extend([obj.extra.0, obj.extra.1]);
-                v.retain(|&k| k != NOTHING);
-                v
+                let members = obj.members.iter().chain([&obj.extra]);
+                members
+                    .flat_map(|&(a, b)| [a, b])
+                    .filter(|&k| k != NOTHING)
+                    .for_each(f);
             }
             Node::Machine(m) => match &self.machine_defs[m as usize] {
-                MachineDef::And(parts) => parts.clone(),
-                MachineDef::Not(inner) => vec![*inner],
-                MachineDef::Counted { rest, .. } => rest.clone(),
-                MachineDef::Dfa(_) => Vec::new(),
+                MachineDef::And(parts) => parts.iter().for_each(|&p| f(p)),
+                MachineDef::Not(inner) => f(*inner),
+                MachineDef::Counted { rest, .. } => rest.iter().for_each(|&p| f(p)),
+                MachineDef::Dfa(_) => {}
             },
-            Node::Empty | Node::Nothing | Node::Byte(..) | Node::Call(_) => Vec::new(),
+            Node::Empty | Node::Nothing | Node::Byte(..) | Node::Call(_) => {}
         }
     }
 
@@ -126,30 +130,43 @@ impl Nfa {
         for &(lo, hi) in &ranges {
             (lo..=hi).for_each(|b| set[b as usize] = true);
         }
-        let nesting = |set: &[bool; 256]| -> Option<u64> {
-            let chain = self.chain(rec, k, set)? as u64;
+        let mut passable = Stamped::new(self.nodes.len());
+        let mut seen = Stamped::new(self.nodes.len());
+        // The chain of the current set, and the bytes whose presence in the set its search
+        // looked at: dropping other bytes leaves the chain as it is.
+        let mut touched = [false; 256];
+        let mut chain = self.chain(rec, k, &set, &mut passable, &mut seen, &mut touched)? as u64;
+        let nesting = |chain: u64, set: &[bool; 256]| -> u64 {
             let m: u64 = (0..256).filter(|&b| set[b]).map(|b| most[b] as u64).sum();
-            Some(chain * (m.min(self.max_token_len as u64) + 1))
+            chain * (m.min(self.max_token_len as u64) + 1)
         };
-        let mut best = nesting(&set)?;
+        let mut best = nesting(chain, &set);
         // Whole ranges first (one byte of `[0-9]` alone cannot go: the others still pass),
         // then single bytes; the ones most frequent in tokens first.
-        let weight = |g: &[usize]| std::cmp::Reverse(g.iter().map(|&b| most[b]).sum::<u32>());
-        let mut groups: Vec<Vec<usize>> = ranges
-            .iter()
-            .map(|&(lo, hi)| (lo as usize..=hi as usize).collect())
+        let weight = |&(lo, hi): &(u8, u8)| (lo..=hi).map(|b| most[b as usize]).sum::<u32>();
+        let mut groups: Vec<(u8, u8)> = ranges.into_iter().collect();
+        groups.sort_unstable_by_key(|g| (std::cmp::Reverse(weight(g)), *g));
+        let mut singles: Vec<(u8, u8)> = (0..=255u8)
+            .filter(|&b| set[b as usize])
+            .map(|b| (b, b))
             .collect();
-        groups.sort_by_key(|g| (weight(g), g.clone()));
-        let mut singles: Vec<Vec<usize>> = (0..256).map(|b| vec![b]).collect();
-        singles.sort_by_key(|g| weight(g));
-        for g in groups.into_iter().chain(singles) {
+        singles.sort_by_key(|g| std::cmp::Reverse(weight(g)));
+        for (lo, hi) in groups.into_iter().chain(singles) {
             let before = set;
-            g.iter().for_each(|&b| set[b] = false);
+            (lo..=hi).for_each(|b| set[b as usize] = false);
             if set == before {
                 continue;
             }
-            match nesting(&set) {
-                Some(n) if n <= best => best = n,
+            if !(lo..=hi).any(|b| touched[b as usize]) {
+                best = best.min(nesting(chain, &set));
+                continue;
+            }
+            let mut now = [false; 256];
+            match self.chain(rec, k, &set, &mut passable, &mut seen, &mut now) {
+                Some(c) if nesting(c as u64, &set) <= best => {
+                    best = nesting(c as u64, &set);
+                    (chain, touched) = (c as u64, now);
+                }
                 _ => set = before,
             }
         }
@@ -166,31 +183,36 @@ impl Nfa {
                 out.insert((lo, hi));
             }
             Node::Call(_) | Node::Machine(_) => {}
-            _ => {
-                for part in self.parts_of(n) {
-                    self.own_bytes(part, seen, out);
-                }
-            }
+            _ => self.for_parts(n, |part| self.own_bytes(part, seen, out)),
         }
     }
 
     /// The most rules along the edges "rule -> component rule it can call before reading a
     /// byte of `set`", or `None` if they have a cycle.
-    fn chain(&self, rec: &Recursion, k: u32, set: &[bool; 256]) -> Option<u32> {
+    fn chain(
+        &self,
+        rec: &Recursion,
+        k: u32,
+        set: &[bool; 256],
+        passable: &mut Stamped,
+        seen: &mut Stamped,
+        touched: &mut [bool; 256],
+    ) -> Option<u32> {
         let rules = &rec.members[k as usize];
-        let mut passable = FxHashMap::default();
+        passable.reset();
         let edges: Vec<Vec<usize>> = rules
             .iter()
             .map(|&r| {
                 let mut out = Vec::new();
-                let mut seen = FxHashSet::default();
+                seen.reset();
                 let mut walk = Walk {
                     nfa: self,
                     rec,
                     k,
                     set,
-                    passable: &mut passable,
-                    seen: &mut seen,
+                    passable,
+                    seen,
+                    touched,
                 };
                 walk.leading_calls(self.rule_body(r), &mut out);
                 out.iter()
@@ -236,61 +258,92 @@ struct Walk<'a> {
     rec: &'a Recursion,
     k: u32,
     set: &'a [bool; 256],
-    /// Per node: whether it can be matched without reading a byte of `set` (calls, machines
-    /// and objects are taken to be).
-    passable: &'a mut FxHashMap<NodeId, bool>,
-    seen: &'a mut FxHashSet<NodeId>,
+    /// Per node, valid where stamped with the current search: whether it can be matched
+    /// without reading a byte of `set` (calls, machines and objects are taken to be).
+    passable: &'a mut Stamped,
+    /// Nodes already searched from the current rule.
+    seen: &'a mut Stamped,
+    /// The bytes whose presence in `set` the search looked at.
+    touched: &'a mut [bool; 256],
+}
+
+/// Per-node marks that a new search forgets at once: a mark counts only where its stamp is
+/// the current one.
+struct Stamped {
+    stamp: u32,
+    marks: Vec<(u32, bool)>,
+}
+
+impl Stamped {
+    fn new(nodes: usize) -> Stamped {
+        Stamped {
+            stamp: 1,
+            marks: vec![(0, false); nodes],
+        }
+    }
+
+    /// Forgets every mark.
+    fn reset(&mut self) {
+        self.stamp += 1;
+    }
+
+    fn get(&self, n: NodeId) -> Option<bool> {
+        let (s, v) = self.marks[n as usize];
+        (s == self.stamp).then_some(v)
+    }
+
+    fn set(&mut self, n: NodeId, v: bool) {
+        self.marks[n as usize] = (self.stamp, v);
+    }
 }
 
 impl Walk<'_> {
     /// Pushes onto `out` the component rules `n` can call before reading a byte of the set.
     fn leading_calls(&mut self, n: NodeId, out: &mut Vec<u32>) {
-        if !self.seen.insert(n) {
+        if self.seen.get(n).is_some() {
             return;
         }
-        match self.nfa.nodes[n as usize] {
+        self.seen.set(n, true);
+        let nfa = self.nfa;
+        match nfa.nodes[n as usize] {
             Node::Call(r) => {
                 if self.rec.scc_of(r) == Some(self.k) {
                     out.push(r);
                 }
             }
             Node::Seq { start, len } => {
-                for kid in self.nfa.kids_of(start, len) {
+                for &kid in &nfa.kids[start as usize..(start + len) as usize] {
                     self.leading_calls(kid, out);
                     if !self.passable(kid) {
                         break;
                     }
                 }
             }
-            _ => {
-                for part in self.nfa.parts_of(n) {
-                    self.leading_calls(part, out);
-                }
-            }
+            _ => nfa.for_parts(n, |part| self.leading_calls(part, out)),
         }
     }
 
     fn passable(&mut self, n: NodeId) -> bool {
-        if let Some(&p) = self.passable.get(&n) {
+        if let Some(p) = self.passable.get(n) {
             return p;
         }
-        let p = match self.nfa.nodes[n as usize] {
+        let nfa = self.nfa;
+        let p = match nfa.nodes[n as usize] {
             Node::Empty | Node::Call(_) | Node::Machine(_) | Node::Object(_) => true,
             Node::Nothing => false,
-            Node::Byte(lo, hi) => (lo..=hi).any(|b| !self.set[b as usize]),
-            Node::Seq { start, len } => self
-                .nfa
-                .kids_of(start, len)
-                .into_iter()
-                .all(|k| self.passable(k)),
-            Node::Alt { start, len } => self
-                .nfa
-                .kids_of(start, len)
-                .into_iter()
-                .any(|k| self.passable(k)),
+            Node::Byte(lo, hi) => {
+                (lo..=hi).for_each(|b| self.touched[b as usize] = true);
+                (lo..=hi).any(|b| !self.set[b as usize])
+            }
+            Node::Seq { start, len } => nfa.kids[start as usize..(start + len) as usize]
+                .iter()
+                .all(|&k| self.passable(k)),
+            Node::Alt { start, len } => nfa.kids[start as usize..(start + len) as usize]
+                .iter()
+                .any(|&k| self.passable(k)),
             Node::Repeat { body, min, .. } => min == 0 || self.passable(body),
         };
-        self.passable.insert(n, p);
+        self.passable.set(n, p);
         p
     }
 }

@@ -412,13 +412,9 @@ impl Nfa {
     /// The most bytes any state of explicit machine `m` reachable from its start needs to
     /// accept ([`INF`] if one cannot).
     fn machine_reach(&mut self, m: u32) -> u32 {
-        self.memoized(Table::Machine, m, |nfa| {
-            match nfa.machines[m as usize].clone() {
-                Some(Built::Explicit(d)) => {
-                    d.reach(&nfa.machine_dist_of(m)).map_or(INF, |n| n.min(INF))
-                }
-                _ => INF,
-            }
+        self.memoized(Table::Machine, m, |nfa| match &nfa.machines[m as usize] {
+            Some(Built::Explicit(d)) => d.derived().1.map_or(INF, |n| n.min(INF)),
+            _ => INF,
         })
     }
 
@@ -428,14 +424,12 @@ impl Nfa {
             Node::Empty => 0,
             Node::Nothing => INF,
             Node::Byte(..) => 1,
-            Node::Seq { start, len } => nfa
-                .kids_of(start, len)
-                .into_iter()
-                .fold(0, |a, k| add(a, nfa.node_ach(k))),
-            Node::Alt { start, len } => nfa
-                .kids_of(start, len)
-                .into_iter()
-                .fold(INF, |a, k| a.min(nfa.node_ach(k))),
+            Node::Seq { start, len } => {
+                (start..start + len).fold(0, |a, i| add(a, nfa.node_ach(nfa.kids[i as usize])))
+            }
+            Node::Alt { start, len } => {
+                (start..start + len).fold(INF, |a, i| a.min(nfa.node_ach(nfa.kids[i as usize])))
+            }
             Node::Repeat { body, min, max } => match min <= max {
                 true => mul(nfa.node_ach(body), min),
                 false => INF,
@@ -459,14 +453,10 @@ impl Nfa {
         self.memoized(Table::NodeReach, n, |nfa| match nfa.nodes[n as usize] {
             Node::Empty | Node::Nothing => 0,
             Node::Byte(..) => 1,
-            Node::Seq { start, len } => {
-                let kids = nfa.kids_of(start, len);
-                nfa.seq_reach(&kids, 0)
+            Node::Seq { start, len } => nfa.seq_reach(start..start + len, 0),
+            Node::Alt { start, len } => {
+                (start..start + len).fold(0, |a, i| a.max(nfa.node_reach(nfa.kids[i as usize])))
             }
-            Node::Alt { start, len } => nfa
-                .kids_of(start, len)
-                .into_iter()
-                .fold(0, |a, k| a.max(nfa.node_reach(k))),
             Node::Repeat { body, min, max } => match (max, min <= max) {
                 (0, _) => 0,
                 (_, true) => add(
@@ -485,29 +475,26 @@ impl Nfa {
         })
     }
 
-    /// The most any position inside `kids` needs to finish the sequence of them, plus `tail`.
-    fn seq_reach(&mut self, kids: &[NodeId], tail: u32) -> u32 {
+    /// The most any position inside the kids at `kids` (indices into the kid table) needs to
+    /// finish the sequence of them, plus `tail`.
+    fn seq_reach(&mut self, kids: std::ops::Range<u32>, tail: u32) -> u32 {
         let mut after = tail;
         let mut most = 0u32;
-        for &k in kids.iter().rev() {
+        for i in kids.rev() {
+            let k = self.kids[i as usize];
             most = most.max(add(self.node_reach(k), after));
             after = add(after, self.node_ach(k));
         }
         most
     }
 
-    /// Kids `start..start + len` of the kid table (a sequence's or alternation's), copied so
-    /// the bounds can recurse while iterating.
-    pub(super) fn kids_of(&self, start: u32, len: u32) -> Vec<NodeId> {
-        self.kids[start as usize..(start + len) as usize].to_vec()
-    }
-
-    /// The kids of sequence `node` from `kid` on (a sequence continuation's rest).
-    pub(super) fn seq_rest(&self, node: NodeId, kid: u32) -> Vec<NodeId> {
+    /// Where the kids of sequence `node` from `kid` on (a sequence continuation's rest) lie in
+    /// the kid table.
+    pub(super) fn seq_rest(&self, node: NodeId, kid: u32) -> std::ops::Range<u32> {
         let Node::Seq { start, len } = self.nodes[node as usize] else {
             unreachable!("sequence continuation on a non-sequence")
         };
-        self.kids_of(start + kid, len - kid)
+        start + kid..start + len
     }
 
     /// `(body, min, max)` of repetition `node`.
@@ -531,9 +518,9 @@ impl Nfa {
         self.memoized(Table::ContAch, k, |nfa| match nfa.conts[k as usize] {
             Cont::Done => 0,
             Cont::Seq { node, kid, then } => {
-                let rest = nfa.seq_rest(node, kid);
                 let then = nfa.cont_ach(then);
-                rest.into_iter().fold(then, |a, n| add(a, nfa.node_ach(n)))
+                nfa.seq_rest(node, kid)
+                    .fold(then, |a, i| add(a, nfa.node_ach(nfa.kids[i as usize])))
             }
             Cont::Rep { node, done, then } => {
                 let (body, min, _) = nfa.repeat_of(node);
@@ -560,9 +547,9 @@ impl Nfa {
         self.memoized(Table::ContReach, k, |nfa| match nfa.conts[k as usize] {
             Cont::Done => 0,
             Cont::Seq { node, kid, then } => {
-                let rest = nfa.seq_rest(node, kid);
                 let tail = nfa.cont_ach(then);
-                nfa.seq_reach(&rest, tail).max(nfa.cont_reach(then))
+                nfa.seq_reach(nfa.seq_rest(node, kid), tail)
+                    .max(nfa.cont_reach(then))
             }
             Cont::Rep { node, done, then } => {
                 let (body, min, max) = nfa.repeat_of(node);
@@ -593,8 +580,8 @@ impl Nfa {
     /// whose end depends on required members alone are bounded. (Lengths never look at reach:
     /// reach bounds are not computed while the lengths of a component are iterated.)
     fn object_bounds(&mut self, o: u32, written: u64, reach: bool) -> (u32, u32) {
-        let obj = self.objects[o as usize].clone();
-        if obj.spec.presence.is_some() || obj.spec.min > 0 || obj.spec.max.is_some() {
+        let spec = self.objects[o as usize].spec.clone();
+        if spec.presence.is_some() || spec.min > 0 || spec.max.is_some() {
             return (INF, INF);
         }
         let member = |nfa: &mut Nfa, (alone, with_sep): (NodeId, NodeId)| {
@@ -609,9 +596,9 @@ impl Nfa {
         // have none known.
         let (mut finite, mut unknown) = (0u32, 0u32);
         let mut open: Vec<(u32, u32, bool)> = Vec::new();
-        for (i, (&m, (_, required))) in obj.members.iter().zip(&obj.spec.members).enumerate() {
+        for (i, (_, required)) in spec.members.iter().enumerate() {
             if written & (1 << i) == 0 {
-                let (ach, reach) = member(self, m);
+                let (ach, reach) = member(self, self.objects[o as usize].members[i]);
                 if *required {
                     match ach {
                         INF => unknown += 1,
@@ -621,8 +608,9 @@ impl Nfa {
                 open.push((ach, reach, *required));
             }
         }
-        if obj.extra.0 != NOTHING {
-            let (_, reach) = member(self, obj.extra);
+        let extra = self.objects[o as usize].extra;
+        if extra.0 != NOTHING {
+            let (_, reach) = member(self, extra);
             open.push((0, reach, false));
         }
         let missing = if unknown > 0 { INF } else { finite };
