@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::{Anchored, Input};
 use serde_json::json;
-use stencil_grammar::{compile, ConstraintSpec, Options, Whitespace};
+use stencil_grammar::{compile, ConstraintSpec, Options, PropertyOrder, Whitespace};
 use stencil_mask::{Constraint, Limits, MaskError, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
@@ -886,6 +886,84 @@ fn property_names_with_applicators_match_the_validator() {
                 validator.is_valid(o),
                 "{schema}: {text}"
             );
+        }
+    }
+}
+
+/// Negations of object schemas (`not`, `if`/`else`, `oneOf` of `required` with
+/// `not: {required}`), compiled as positive schemas, accept exactly the objects the
+/// `jsonschema` crate validates (members in any order), and in schema order never an invalid
+/// one.
+#[test]
+fn object_negations_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let typed =
+        json!({"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"enum": ["s", "t"]}});
+    let schemas = [
+        json!({"type": "object", "properties": typed, "if": {"properties": {"c": {"const": "t"}}},
+               "then": {"required": ["a", "b", "c"]}, "else": {"required": ["a", "c"]}}),
+        json!({"type": "object", "properties": typed,
+               "if": {"properties": {"c": {"const": "t"}}, "required": ["c"]},
+               "then": {"required": ["b"]}, "else": {"properties": {"b": false}}}),
+        json!({"properties": typed, "not": {"type": "object", "properties": {"b": {"minimum": 1}}, "required": ["a"]}}),
+        // Names declared nowhere else: rewritten in any order only (in schema order the
+        // rewrite would declare them), so checked in that order only.
+        json!({"not": {"properties": {"a": {"type": "integer"}, "x": {"properties": {"a": {"const": 1}}}}}}),
+        json!({"not": {"not": {"properties": {"a": {"type": "integer"}}, "required": ["b"]}}}),
+        json!({"type": "object", "properties": typed, "oneOf": [
+            {"required": ["a", "b"], "not": {"required": ["c"]}},
+            {"required": ["c"], "not": {"required": ["a", "b"]}}]}),
+        json!({"anyOf": [{"not": {"required": ["a"]}}, {"required": ["b"]}]}),
+        json!({"allOf": [{"not": {"required": ["a", "b"]}}, {"properties": typed}]}),
+    ];
+    let values = [
+        json!(1),
+        json!("s"),
+        json!("t"),
+        json!({"a": 1}),
+        json!(null),
+    ];
+    let mut instances = vec![json!(0), json!("a"), json!(null), json!([]), json!({})];
+    for mask in 1..(1u32 << 4) {
+        for (i, v) in values.iter().enumerate() {
+            let mut o = serde_json::Map::new();
+            for (k, key) in ["a", "b", "c", "x"].iter().enumerate() {
+                if mask & (1 << k) != 0 {
+                    o.insert(key.to_string(), values[(i + k) % values.len()].clone());
+                }
+            }
+            instances.push(serde_json::Value::Object(o));
+            let _ = v;
+        }
+    }
+    for (i, schema) in schemas.into_iter().enumerate() {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        let orders = match i {
+            3 => &[PropertyOrder::Any][..],
+            _ => &[PropertyOrder::Any, PropertyOrder::Schema],
+        };
+        for &order in orders {
+            let opts = Options {
+                property_order: order,
+                ..Options::default()
+            };
+            let spec = ConstraintSpec::JsonSchema(schema.clone());
+            let g = compile(&spec, &opts).expect("compiles").grammar;
+            let trie = Arc::new(TokenTrie::new(&vocab));
+            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
+            for o in &instances {
+                let text = o.to_string();
+                let accepted = c
+                    .matcher()
+                    .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                    .unwrap_or_else(|e| panic!("{schema} ({order:?}): {text}: {e}"));
+                match order {
+                    PropertyOrder::Any => {
+                        assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}")
+                    }
+                    _ => assert!(!accepted || validator.is_valid(o), "{schema}: {text}"),
+                }
+            }
         }
     }
 }

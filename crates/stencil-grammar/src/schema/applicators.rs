@@ -286,6 +286,9 @@ impl Compiler<'_> {
                 // `not: {}` rules out every value: unsatisfiable, not a negation to refuse.
                 return Ok(nothing());
             }
+            if let Some(positive) = negation_of(not, self.declared_in(m)) {
+                return self.parts(&with_all_of(base(&["not"]), [positive]), ptr);
+            }
             let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
             let negative = self.negated_parts(not, &format!("{ptr}/not"))?;
             return self.subtract(positive, negative, ptr, "not");
@@ -305,9 +308,14 @@ impl Compiler<'_> {
                 &json!({"allOf": [cond, then]}),
                 &format!("{ptr}/then"),
             )?;
-            let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
-            let cond_parts = self.negated_parts(&cond, &format!("{ptr}/if"))?;
-            let else_only = self.subtract(with_else, cond_parts, ptr, "if")?;
+            let else_only = match negation_of(&cond, self.declared_in(&rest)) {
+                Some(not_cond) => self.parts(&with_all_of(rest, [els, not_cond]), ptr)?,
+                None => {
+                    let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
+                    let cond_parts = self.negated_parts(&cond, &format!("{ptr}/if"))?;
+                    self.subtract(with_else, cond_parts, ptr, "if")?
+                }
+            };
             return Ok(std::array::from_fn(|t| {
                 Expr::alt([with_then[t].clone(), else_only[t].clone()])
             }));
@@ -407,6 +415,19 @@ impl Compiler<'_> {
                 }
             }
             other => Ok(other),
+        }
+    }
+
+    /// The properties `m` declares, where generation writes declared properties first in
+    /// schema order (`None`: any order, where declaring more changes nothing).
+    fn declared_in<'m>(&self, m: &'m Obj) -> Option<&'m Obj> {
+        static NONE: std::sync::OnceLock<Obj> = std::sync::OnceLock::new();
+        match self.opts.property_order {
+            crate::PropertyOrder::Any => None,
+            _ => Some(match m.get("properties") {
+                Some(Value::Object(p)) => p,
+                _ => NONE.get_or_init(Obj::new),
+            }),
         }
     }
 

@@ -15,6 +15,7 @@ mod arrays;
 mod bounded;
 mod disjoint;
 mod merge;
+mod negation;
 mod objects;
 mod presence;
 mod refs;
@@ -28,6 +29,7 @@ use crate::numeric::{integer_range, multiple_of, number_range, Bound, Decimal};
 use crate::regex::pattern_to_string_content;
 use crate::{Compiled, FormatMode, GrammarError, Options};
 use merge::{is_validation, json_equal, merge, normalize, Obj, CONFLICT};
+use negation::{negation_of, with_all_of};
 use presence::{presence_constraints, Presence};
 use refs::Resolver;
 use serde_json::{json, Value};
@@ -512,15 +514,15 @@ impl<'a> Compiler<'a> {
         }
         let values: Option<Vec<Value>> = match (m.get("enum"), m.get("const")) {
             (Some(Value::Array(e)), None) => Some(e.clone()),
+            // Both (a merge of `allOf` branches): the const, if the enum has it.
+            (Some(Value::Array(e)), Some(c)) => match e.iter().any(|v| json_equal(v, c)) {
+                true => Some(vec![c.clone()]),
+                false => return Ok(nothing()),
+            },
             (Some(_), _) => return Err(GrammarError::invalid(ptr, "enum must be an array")),
             (None, Some(c)) => Some(vec![c.clone()]),
             (None, None) => None,
         };
-        if let (Some(Value::Array(e)), Some(c)) = (m.get("enum"), m.get("const")) {
-            if !e.iter().any(|v| json_equal(v, c)) {
-                return Ok(nothing());
-            }
-        }
         if let Some(values) = values {
             // With nothing but `type` beside the values, a value is valid iff its type is
             // allowed (integers: no fraction), so the expressions need not be run.

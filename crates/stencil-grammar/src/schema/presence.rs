@@ -1,5 +1,5 @@
 //! Presence rules: which of a few named properties an object has (`dependentRequired`,
-//! `anyOf`/`oneOf` of `required` lists), compiled into the object itself.
+//! `anyOf`/`oneOf` of `required` lists, `not` of one), compiled into the object itself.
 
 use super::*;
 
@@ -24,11 +24,23 @@ pub(super) enum PresenceRule {
     Implies(String, Vec<String>),
     /// The first name present excludes the others.
     Excludes(String, Vec<String>),
-    /// Some list fully present (`exactly`: exactly one list).
-    Lists {
-        lists: Vec<Vec<String>>,
-        exactly: bool,
-    },
+    /// Some branch holds (`exactly`: exactly one branch).
+    Lists { lists: Vec<Branch>, exactly: bool },
+    /// Not every name of the list present (`not: {required: [...]}`); non-objects fail it.
+    NotAll(Vec<String>),
+}
+
+/// An `anyOf`/`oneOf` branch about presence: every name of `all` present, and not every name
+/// of `not_all` (`not: {required: [...]}`; `None` if the branch has no `not`).
+pub(super) struct Branch {
+    all: Vec<String>,
+    not_all: Option<Vec<String>>,
+}
+
+impl Branch {
+    fn names(&self) -> impl Iterator<Item = &String> {
+        self.all.iter().chain(self.not_all.iter().flatten())
+    }
 }
 
 /// The keywords of `m` that only constrain which properties are present, as a [`Presence`],
@@ -48,12 +60,23 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
         }
         names_of(o.get("required").unwrap_or(&json!([])))
     };
+    // A branch of only `required` and `not: {required: [...]}`.
+    let branch = |b: &Value| -> Option<Branch> {
+        let o = b.as_object()?;
+        if o.keys()
+            .any(|k| is_validation(k) && k != "required" && k != "not")
+        {
+            return None;
+        }
+        let not_all = match o.get("not") {
+            Some(n) => Some(required_only(n)?),
+            None => None,
+        };
+        let all = names_of(o.get("required").unwrap_or(&json!([])))?;
+        Some(Branch { all, not_all })
+    };
     let lists_rule = |v: &Value, exactly: bool| -> Option<PresenceRule> {
-        let lists: Vec<Vec<String>> = v
-            .as_array()?
-            .iter()
-            .map(required_only)
-            .collect::<Option<_>>()?;
+        let lists: Vec<Branch> = v.as_array()?.iter().map(branch).collect::<Option<_>>()?;
         (!lists.is_empty()).then_some(PresenceRule::Lists { lists, exactly })
     };
     // What to take out of `m`, applied below only if some rule was found: cloning `m`
@@ -97,6 +120,10 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
             removed.push(key);
         }
     }
+    if let Some(names) = m.get("not").and_then(required_only) {
+        rules.push(PresenceRule::NotAll(names));
+        removed.push("not");
+    }
     if let Some(Value::Array(all)) = m.get("allOf") {
         let mut kept = Vec::new();
         for b in all {
@@ -106,6 +133,8 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
                 o.and_then(|o| lists_rule(o.get("anyOf")?, false))
             } else if only("oneOf") {
                 o.and_then(|o| lists_rule(o.get("oneOf")?, true))
+            } else if only("not") {
+                o.and_then(|o| Some(PresenceRule::NotAll(required_only(o.get("not")?)?)))
             } else {
                 None
             };
@@ -148,7 +177,8 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
             PresenceRule::Implies(k, v) | PresenceRule::Excludes(k, v) => {
                 std::iter::once(k).chain(v).collect()
             }
-            PresenceRule::Lists { lists, .. } => lists.iter().flatten().collect(),
+            PresenceRule::Lists { lists, .. } => lists.iter().flat_map(Branch::names).collect(),
+            PresenceRule::NotAll(v) => v.iter().collect(),
         };
         for n in all {
             if !names.contains(n) {
@@ -167,20 +197,30 @@ pub(super) fn presence_constraints(m: &Obj) -> Option<(Obj, Presence)> {
                 PresenceRule::Implies(k, v) => mask & bit(k) == 0 || mask & set(v) == set(v),
                 PresenceRule::Excludes(k, v) => mask & bit(k) == 0 || mask & set(v) == 0,
                 PresenceRule::Lists { lists, exactly } => {
-                    let full = lists.iter().filter(|l| mask & set(l) == set(l)).count();
+                    let holds = |b: &&Branch| {
+                        let all = set(&b.all);
+                        let not_all = b.not_all.as_ref().map(|v| set(v));
+                        mask & all == all && not_all.is_none_or(|n| mask & n != n)
+                    };
+                    let full = lists.iter().filter(holds).count();
                     if *exactly {
                         full == 1
                     } else {
                         full >= 1
                     }
                 }
+                PresenceRule::NotAll(v) => mask & set(v) != set(v),
             })
         })
         .collect();
     // Non-objects satisfy every `required`: each list is "fully present".
     let others = rules.iter().all(|r| match r {
         PresenceRule::Implies(..) | PresenceRule::Excludes(..) => true,
-        PresenceRule::Lists { lists, exactly } => !*exactly || lists.len() == 1,
+        PresenceRule::Lists { lists, exactly } => {
+            let holding = lists.iter().filter(|b| b.not_all.is_none()).count();
+            holding >= 1 && (!*exactly || holding == 1)
+        }
+        PresenceRule::NotAll(_) => false,
     });
     Some((
         rest,
