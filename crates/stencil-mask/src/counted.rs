@@ -40,8 +40,6 @@ pub(crate) struct Counted {
     /// plus one: from a state past the minimum and at least this far from the maximum, every
     /// token goes the same way (see [`Counted::canonical`]).
     margin: u64,
-    /// The pattern's distances to acceptance, computed on first use (see [`Counted::lower`]).
-    distances: Option<crate::machine::Distances>,
     /// The most bytes from any pattern-and-character state reachable from the start to an
     /// accepting one, ignoring the count, and the most bytes of one character, computed on
     /// first use (`Some(None)`: too many states to find out).
@@ -133,7 +131,6 @@ impl Counted {
             limit,
             completions: FxHashMap::default(),
             margin: u64::MAX,
-            distances: None,
             joint_reach: None,
         };
         c.lengths = c.completion_lengths()?;
@@ -320,10 +317,7 @@ impl Counted {
     /// and the pattern's next byte toward acceptance.
     pub fn lower(&mut self, s: u32) -> (u32, Option<u8>) {
         let (p, c, n) = self.states[s as usize];
-        let d = self
-            .distances
-            .get_or_insert_with(|| self.pattern.distances());
-        let (dist, byte) = d.get(p);
+        let (dist, byte) = self.pattern.derived().0.get(p);
         let short = self.min.saturating_sub(n).max((c != 0) as u32);
         (dist.max(short), byte)
     }
@@ -365,7 +359,7 @@ impl Counted {
     fn find_joint_reach(&self) -> Option<(u32, u32)> {
         let (joint, pairs) =
             Machine::product_with_pairs(&self.pattern, &self.chars, MAX_JOINT_STATES).ok()?;
-        let r = joint.reach(&joint.distances())?;
+        let r = joint.derived().1?;
         // Bytes from each state to the next character boundary, at most (the character
         // decoder's mid-character states have no cycle; one would leave it unknown).
         let mut run: Vec<Option<u32>> = vec![None; pairs.len()];

@@ -286,7 +286,7 @@ impl Compiler<'_> {
                 // `not: {}` rules out every value: unsatisfiable, not a negation to refuse.
                 return Ok(nothing());
             }
-            if let Some(positive) = negation_of(not, self.declared_in(m)) {
+            if let Some(positive) = negation_of(not, self.may_name(m)) {
                 return self.parts(&with_all_of(base(&["not"]), [positive]), ptr);
             }
             let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
@@ -308,7 +308,7 @@ impl Compiler<'_> {
                 &json!({"allOf": [cond, then]}),
                 &format!("{ptr}/then"),
             )?;
-            let else_only = match negation_of(&cond, self.declared_in(&rest)) {
+            let else_only = match negation_of(&cond, self.may_name(&rest)) {
                 Some(not_cond) => self.parts(&with_all_of(rest, [els, not_cond]), ptr)?,
                 None => {
                     let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
@@ -418,17 +418,12 @@ impl Compiler<'_> {
         }
     }
 
-    /// The properties `m` declares, where generation writes declared properties first in
-    /// schema order (`None`: any order, where declaring more changes nothing).
-    fn declared_in<'m>(&self, m: &'m Obj) -> Option<&'m Obj> {
-        static NONE: std::sync::OnceLock<Obj> = std::sync::OnceLock::new();
-        match self.opts.property_order {
-            crate::PropertyOrder::Any => None,
-            _ => Some(match m.get("properties") {
-                Some(Value::Object(p)) => p,
-                _ => NONE.get_or_init(Obj::new),
-            }),
-        }
+    /// Which property names a rewrite beside `m` may name: any in any order; in schema order
+    /// (declared properties first, in their order) only the ones `m` declares.
+    fn may_name<'m>(&self, m: &'m Obj) -> impl Fn(&str) -> bool + 'm {
+        let any_order = self.opts.property_order == crate::PropertyOrder::Any;
+        let declared = m.get("properties").and_then(Value::as_object);
+        move |name| any_order || declared.is_some_and(|d| d.contains_key(name))
     }
 
     pub(super) fn branch_parts(

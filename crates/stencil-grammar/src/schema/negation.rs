@@ -18,10 +18,9 @@ use super::*;
 const NOT_OBJECT: [&str; 5] = ["null", "boolean", "number", "string", "array"];
 
 /// A schema without a top-level complement equal to `not: s`, or `None` if no exact rewrite
-/// is known. With `declared` (generation in schema order: declared properties first, in
-/// their order), only properties already declared there may be named by the rewrite: naming
-/// another would move it among the declared ones.
-pub(super) fn negation_of(s: &Value, declared: Option<&Obj>) -> Option<Value> {
+/// is known. The rewrite names only properties `may_name` allows (in schema order, the ones
+/// declared beside it: naming another would move it among the declared ones).
+pub(super) fn negation_of(s: &Value, may_name: impl Fn(&str) -> bool) -> Option<Value> {
     let o = s.as_object()?;
     let keys: Vec<&str> = o
         .keys()
@@ -44,7 +43,7 @@ pub(super) fn negation_of(s: &Value, declared: Option<&Obj>) -> Option<Value> {
     let mut branches = Vec::new();
     if let Some(p) = o.get("properties") {
         for (name, sub) in p.as_object()? {
-            if declared.is_some_and(|d| !d.contains_key(name)) {
+            if !may_name(name) {
                 return None;
             }
             if !accepts_everything(sub) {
@@ -55,12 +54,7 @@ pub(super) fn negation_of(s: &Value, declared: Option<&Obj>) -> Option<Value> {
     match o.get("required") {
         None => {}
         Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
-            let undeclared = |d: &Obj| {
-                names
-                    .iter()
-                    .any(|n| !d.contains_key(n.as_str().unwrap_or("")))
-            };
-            if declared.is_some_and(undeclared) {
+            if !names.iter().all(|n| n.as_str().is_some_and(&may_name)) {
                 return None;
             }
             branches.push(json!({"not": {"required": names}}))

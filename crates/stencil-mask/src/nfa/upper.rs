@@ -54,7 +54,8 @@ fn mul(a: u32, n: u32) -> u32 {
     }
 }
 
-/// Memos of the bounds (indexed by node, continuation, item and machine ids).
+/// Memos of the bounds (indexed by node, continuation and item ids; a machine's reach is kept
+/// by the machine, see `Machine::derived`).
 #[derive(Clone, Default)]
 pub(crate) struct UpperMemo {
     node_ach: Vec<u32>,
@@ -62,7 +63,6 @@ pub(crate) struct UpperMemo {
     cont_ach: Vec<u32>,
     cont_reach: Vec<u32>,
     item: Vec<u32>,
-    machine: Vec<u32>,
     /// Per rule: the length of some string it matches.
     rule_ach: Vec<u32>,
     /// Per recursive component: the bound on any position inside its rules.
@@ -102,7 +102,6 @@ enum Calls {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Table {
     Item,
-    Machine,
     NodeAch,
     NodeReach,
     ContAch,
@@ -122,7 +121,6 @@ impl UpperMemo {
     fn table(&mut self, t: Table) -> &mut Vec<u32> {
         match t {
             Table::Item => &mut self.item,
-            Table::Machine => &mut self.machine,
             Table::NodeAch => &mut self.node_ach,
             Table::NodeReach => &mut self.node_reach,
             Table::ContAch => &mut self.cont_ach,
@@ -411,11 +409,11 @@ impl Nfa {
 
     /// The most bytes any state of explicit machine `m` reachable from its start needs to
     /// accept ([`INF`] if one cannot).
-    fn machine_reach(&mut self, m: u32) -> u32 {
-        self.memoized(Table::Machine, m, |nfa| match &nfa.machines[m as usize] {
+    fn machine_reach(&self, m: u32) -> u32 {
+        match &self.machines[m as usize] {
             Some(Built::Explicit(d)) => d.derived().1.map_or(INF, |n| n.min(INF)),
             _ => INF,
-        })
+        }
     }
 
     /// The length of some string node `n` matches ([`INF`] if none is known).
