@@ -62,10 +62,11 @@ pub struct GenerateArgs {
     /// Constrain the output to any JSON value.
     #[arg(long, group = "constraint")]
     pub json: bool,
-    /// Constrain the output to a grammar file (llama.cpp GBNF, `.gbnf`; start rule `root`).
+    /// Constrain the output to a grammar file: llama.cpp GBNF (`.gbnf`, start rule `root`) or
+    /// Lark (`.lark`, start rule `start`, `%json { schema }` embeds).
     #[arg(long, group = "constraint")]
     pub grammar: Option<std::path::PathBuf>,
-    /// The grammar's format when its extension does not say (`gbnf`).
+    /// The grammar's format when its extension does not say (`gbnf` or `lark`).
     #[arg(long, requires = "grammar")]
     pub grammar_format: Option<String>,
     /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
@@ -285,15 +286,17 @@ fn constraint_spec(args: &GenerateArgs) -> anyhow::Result<Option<ConstraintSpec>
 fn read_grammar(path: &std::path::Path, format: Option<&str>) -> anyhow::Result<ConstraintSpec> {
     let ext = path.extension().and_then(|e| e.to_str());
     let format = format.or(ext).unwrap_or_default().to_ascii_lowercase();
-    if format != "gbnf" {
-        anyhow::bail!(
-            "--grammar {}: unknown grammar format `{format}`; GBNF (`.gbnf`, or --grammar-format gbnf) is supported",
+    let make = match format.as_str() {
+        "gbnf" => ConstraintSpec::Gbnf,
+        "lark" => ConstraintSpec::Lark,
+        _ => anyhow::bail!(
+            "--grammar {}: unknown grammar format `{format}`; GBNF (`.gbnf`) and Lark (`.lark`) are supported (or say which with --grammar-format gbnf|lark)",
             path.display()
-        );
-    }
+        ),
+    };
     let text =
         std::fs::read_to_string(path).with_context(|| format!("--grammar {}", path.display()))?;
-    Ok(ConstraintSpec::Gbnf(text))
+    Ok(make(text))
 }
 
 /// A `--json-schema` argument: a file, or the schema itself as JSON.

@@ -3,6 +3,7 @@
 #[path = "../../stencil-runtime/tests/common/mod.rs"]
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn stencil(args: &[&str]) -> Output {
@@ -214,6 +215,65 @@ fn generate_with_a_gbnf_grammar() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("left-recursive") && err.contains("line 1"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--grammar FILE.lark`: the Lark test set's tool call (a `%json` embed between tags),
+/// sampled; the framing is exact and the embedded value satisfies its schema under the
+/// independent validator. A Lark error names the line.
+#[test]
+fn generate_with_a_lark_grammar() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/grammars/tool_call.lark");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find("%json").unwrap() + "%json".len();
+    let end = text.rfind("\"</tool_call>\"").unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text[start..end]).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for seed in ["1", "2"] {
+        let out = stencil(&[
+            "generate",
+            "--grammar",
+            path.to_str().unwrap(),
+            "--prompt",
+            "Call a tool for the weather in Paris.",
+            "--max-tokens",
+            "60",
+            "--temperature",
+            "1.0",
+            "--seed",
+            seed,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let inner = text
+            .strip_prefix("<tool_call>")
+            .and_then(|t| t.strip_suffix("</tool_call>"))
+            .unwrap_or_else(|| panic!("{text:?}"));
+        let v: serde_json::Value = serde_json::from_str(inner).unwrap();
+        assert!(validator.is_valid(&v), "{v}");
+    }
+    let dir = std::env::temp_dir().join(format!("stencil-lark-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.grammar");
+    std::fs::write(&bad, "start: \"a\"\n  | %json {\"type\": 3}\n").unwrap();
+    let out = stencil(&[
+        "generate",
+        "--grammar",
+        bad.to_str().unwrap(),
+        "--grammar-format",
+        "lark",
+        "--prompt",
+        "x",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Lark grammar, line 2: %json schema"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();

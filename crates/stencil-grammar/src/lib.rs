@@ -1,5 +1,5 @@
-//! Constraint front end: JSON Schema, regex, choice, "any JSON" and GBNF grammars to a grammar
-//! IR.
+//! Constraint front end: JSON Schema, regex, choice, "any JSON", GBNF and Lark grammars to a
+//! grammar IR.
 //!
 //! Everything a user can ask stencil to enforce is turned here into one [`Grammar`]: a set of
 //! rules whose bodies are regular expressions over bytes ([`Expr`]) that may call other rules
@@ -38,10 +38,10 @@
 //! that names it) — never silently ignored; output strings use one canonical escaping so that
 //! string lengths, patterns and enumerations are exact.
 
+mod cfg;
 mod error;
 mod expr;
 mod formats;
-mod gbnf;
 mod json;
 mod matcher;
 mod numeric;
@@ -49,9 +49,10 @@ mod regex;
 mod schema;
 pub mod tools;
 
+pub use cfg::gbnf::compile_gbnf;
+pub use cfg::lark::compile_lark;
 pub use error::{GrammarError, Warning};
 pub use expr::Grammar;
-pub use gbnf::compile_gbnf;
 pub use json::Whitespace;
 pub use schema::compile_schema;
 
@@ -85,6 +86,9 @@ pub enum ConstraintSpec {
     AnyJsonObject,
     /// A llama.cpp GBNF grammar (start rule `root`).
     Gbnf(String),
+    /// A Lark grammar (start rule `start`; `%json { schema }` embeds a schema-constrained
+    /// value; see [`compile_lark`] for the subset).
+    Lark(String),
 }
 
 /// How `format` keywords are treated.
@@ -233,5 +237,6 @@ pub fn compile(constraint: &ConstraintSpec, options: &Options) -> Result<Compile
             grammar: compile_gbnf(text)?,
             warnings: vec![],
         }),
+        ConstraintSpec::Lark(text) => compile_lark(text, options),
     }
 }

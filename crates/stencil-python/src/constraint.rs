@@ -260,6 +260,19 @@ impl PyConstraint {
         )
     }
 
+    /// Output matching a Lark grammar (start rule `start`; `%json { schema }` embeds a
+    /// schema-constrained value). A grammar that does not parse is a `SchemaError` whose
+    /// message names the line.
+    #[staticmethod]
+    fn lark(py: Python<'_>, grammar: String, tokenizer: &PyTokenizer) -> PyResult<Self> {
+        Self::spec(
+            py,
+            ConstraintSpec::Lark(grammar),
+            tokenizer,
+            Options::generation(),
+        )
+    }
+
     /// Output exactly one of `choices`.
     #[staticmethod]
     fn choice(py: Python<'_>, choices: Vec<String>, tokenizer: &PyTokenizer) -> PyResult<Self> {

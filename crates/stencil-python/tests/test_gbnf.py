@@ -94,6 +94,8 @@ def test_generations_are_accepted_by_llama_cpp(llm, name, grammar):
 
 def test_grammar_errors_name_the_line(tok):
     with pytest.raises(stencil.SchemaError, match="line 2: rule `expr` is left-recursive"):
-        stencil.Constraint.gbnf('root ::= expr\nexpr ::= expr "+" "1" | "1"\n', tok)
+        stencil.Constraint.gbnf('root ::= expr\nexpr ::= sum "+" "1" | "1"\nsum ::= expr\n', tok)
+    # Direct left recursion is rewritten as repetition.
+    stencil.Constraint.gbnf('root ::= expr\nexpr ::= expr "+" "1" | "1"\n', tok)
     with pytest.raises(stencil.SchemaError, match="refers to `item`, which is not defined"):
         stencil.Constraint.gbnf("root ::= item\n", tok)

@@ -73,11 +73,14 @@ fn constraints_hold_over_http() {
         "{text}"
     );
     // A recursive GBNF grammar through llama.cpp's `grammar` field and vLLM's
-    // `structured_outputs.grammar`, sampled: every output is a complete expression.
+    // `structured_outputs.grammar`, and the same language in Lark (left-recursive, as Lark
+    // users write it) through `guided_grammar`, sampled: every output is a complete expression.
     let arith = "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= [0-9]{1,3} | \"(\" expr \")\"\n";
+    let arith_lark = "start: expr\nexpr: expr \"+\" term | expr \"-\" term | term\nterm: /[0-9]{1,3}/ | \"(\" expr \")\"\n";
     for (seed, body) in [
         (1, json!({"grammar": arith})),
         (2, json!({"structured_outputs": {"grammar": arith}})),
+        (3, json!({"guided_grammar": arith_lark})),
     ] {
         let mut body = body;
         body["messages"] = user("Write a sum.");
@@ -244,6 +247,7 @@ fn bad_requests_get_openai_errors() {
         ("/v1/chat/completions", json!({"messages": user("x"), "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}}}}).to_string(), 400, "response_format", "#/properties/a"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_json": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}).to_string(), 400, "guided_json", "uniqueItems"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "(unclosed"}).to_string(), 400, "guided_regex", "regex"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_grammar": "start: a\na: b \"x\"\nb: a"}).to_string(), 400, "guided_grammar", "Lark grammar, line 2: rule `a` is left-recursive (a -> b -> a)"),
         ("/v1/chat/completions", json!({"messages": user("x"), "n": 2}).to_string(), 400, "n", "only n = 1"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "[a-z]{40}", "max_tokens": 2}).to_string(), 400, "max_tokens", "raise max_tokens to at least"),
         ("/v1/chat/completions", json!({"messages": user("x"), "temperature": "warm"}).to_string(), 400, "temperature", "number"),

@@ -101,11 +101,20 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
                 };
                 found.push(("response_format", ConstraintSpec::JsonSchema(schema)));
             }
+            Some("grammar") => {
+                let g = field(rf, "grammar").ok_or_else(|| {
+                    ApiError::invalid(
+                        "response_format.grammar",
+                        "`response_format.grammar` is missing (GBNF or Lark text)",
+                    )
+                })?;
+                found.push(("response_format", grammar("response_format.grammar", g)?));
+            }
             other => {
                 return Err(ApiError::invalid(
                     "response_format.type",
                     format!(
-                        "`response_format.type` is {}; expected text, json_object or json_schema",
+                        "`response_format.type` is {}; expected text, json_object, json_schema or grammar",
                         other.map_or("missing".to_string(), |t| format!("`{t}`"))
                     ),
                 ))
@@ -184,22 +193,33 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
     Ok(found)
 }
 
-/// A grammar field: GBNF text (rules written `name ::= ...`, start rule `root`). Lark, the
-/// other grammar language vLLM takes here, is recognised and refused by name.
+/// A grammar field: GBNF text (a line defining a rule `name ::= ...`, start rule `root`), or
+/// otherwise Lark (start rule `start`, `%json` embeds), the two languages vLLM takes here.
 fn grammar(param: &str, v: &Value) -> Result<ConstraintSpec, ApiError> {
     let text = v.as_str().ok_or_else(|| {
         ApiError::invalid(
             param,
-            format!("`{param}` must be a string holding a GBNF grammar"),
+            format!("`{param}` must be a string holding a GBNF or Lark grammar"),
         )
     })?;
-    if !text.contains("::=") {
-        return Err(ApiError::invalid(
-            param,
-            format!("`{param}` is not a GBNF grammar (rules written `name ::= ...`); Lark grammars are not supported yet"),
-        ));
-    }
-    Ok(ConstraintSpec::Gbnf(text.to_string()))
+    Ok(if is_gbnf(text) {
+        ConstraintSpec::Gbnf(text.to_string())
+    } else {
+        ConstraintSpec::Lark(text.to_string())
+    })
+}
+
+/// Whether some line of `text` defines a GBNF rule (`name ::= ...`), which Lark cannot.
+fn is_gbnf(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.split_once("::=").is_some_and(|(name, _)| {
+            let name = name.trim();
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+    })
 }
 
 pub(super) fn whitespace(o: &Obj) -> Result<Whitespace, ApiError> {

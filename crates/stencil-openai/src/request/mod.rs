@@ -364,6 +364,21 @@ mod tests {
                 matches!(&v.request.constraint, Some(ConstraintSpec::Gbnf(g)) if g == "root ::= \"a\"")
             );
         }
+        // Without a `name ::=` line a grammar is Lark.
+        for (field, value) in [
+            ("guided_grammar", json!("start: \"::=\"")),
+            ("structured_outputs", json!({"grammar": "start: \"::=\""})),
+            (
+                "response_format",
+                json!({"type": "grammar", "grammar": "start: \"::=\""}),
+            ),
+        ] {
+            let v = chat_request(&json!({"messages": msgs(), field: value})).unwrap();
+            assert!(
+                matches!(&v.request.constraint, Some(ConstraintSpec::Lark(g)) if g == "start: \"::=\""),
+                "{field}"
+            );
+        }
         let v = chat_request(
             &json!({"messages": msgs(), "structured_outputs": {"choice": ["a", "b"]}}),
         )
@@ -489,9 +504,9 @@ mod tests {
                 "empty",
             ),
             (
-                json!({"messages": msgs(), "guided_grammar": "start: \"a\""}),
-                "guided_grammar",
-                "Lark grammars are not supported yet",
+                json!({"messages": msgs(), "response_format": {"type": "grammar"}}),
+                "response_format.grammar",
+                "missing",
             ),
             (
                 json!({"messages": msgs(), "grammar": 5}),

@@ -120,6 +120,13 @@ class GbnfLogitsProcessor(LogitsProcessor):
         super().__init__(_stencil.Constraint.gbnf(grammar, tokenizer_from_llama(llama)), max_tokens)
 
 
+class LarkLogitsProcessor(LogitsProcessor):
+    """Output matching a Lark grammar (start rule ``start``, ``%json { schema }`` embeds)."""
+
+    def __init__(self, grammar: str, llama, *, max_tokens: Optional[int] = None):
+        super().__init__(_stencil.Constraint.lark(grammar, tokenizer_from_llama(llama)), max_tokens)
+
+
 class ChoiceLogitsProcessor(LogitsProcessor):
     """Output exactly one of ``choices``."""
 

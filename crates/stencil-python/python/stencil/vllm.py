@@ -27,6 +27,7 @@ a thin shell over it.
 """
 
 import json
+import re
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -91,7 +92,10 @@ def compile_spec(spec: Dict[str, Any], tokenizer: "_stencil.Tokenizer") -> "_ste
     if kind == "regex":
         return _stencil.Constraint.regex(value, tokenizer)
     if kind == "grammar":
-        return _stencil.Constraint.gbnf(value, tokenizer)
+        # vLLM takes GBNF (a line `name ::= ...`) or Lark here.
+        if re.search(r"^\s*[\w-]+\s*::=", value, re.M):
+            return _stencil.Constraint.gbnf(value, tokenizer)
+        return _stencil.Constraint.lark(value, tokenizer)
     if kind == "choice":
         return _stencil.Constraint.choice(value, tokenizer)
     if kind == "json_object":

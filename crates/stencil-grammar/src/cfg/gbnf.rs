@@ -6,25 +6,13 @@
 //! `\t \r \n \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH`. A rule ends at the end of its line, except
 //! inside parentheses (or where the next line continues it with `|`). Characters are Unicode
 //! scalar values written as UTF-8. Rules that are not part of a cycle are inlined; recursive
-//! ones become rule calls. Left recursion (a rule reachable from its own start without reading
-//! a character) is refused, naming the cycle; so are undefined rules, a missing `root`, and
+//! ones become rule calls. Direct left recursion (`expr ::= expr "+" term | term`) is rewritten
+//! as repetition; left recursion through other rules is refused, naming the cycle; so are undefined rules, a missing `root`, and
 //! llama.cpp's token references (`<[id]>`), which depend on one model's vocabulary.
 
-use std::collections::HashMap;
-
+use super::{Node, RuleSet};
 use crate::error::GrammarError;
-use crate::expr::{CharRanges, Expr, Grammar, Rule, RuleId};
-
-/// A parsed element before rule references are resolved.
-#[derive(Debug, Clone)]
-enum Node {
-    Literal(String),
-    Chars(CharRanges),
-    Ref(String, usize),
-    Seq(Vec<Node>),
-    Alt(Vec<Node>),
-    Repeat(Box<Node>, u32, Option<u32>),
-}
+use crate::expr::{CharRanges, Grammar};
 
 struct Parser<'a> {
     src: &'a str,
@@ -357,226 +345,12 @@ impl<'a> Parser<'a> {
 /// Compiles GBNF text; the output must match rule `root`.
 pub fn compile_gbnf(text: &str) -> Result<Grammar, GrammarError> {
     let rules = Parser { src: text, pos: 0 }.rules()?;
-    let index: HashMap<&str, usize> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _, _))| (n.as_str(), i))
-        .collect();
-    let root = *index.get("root").ok_or_else(|| {
-        err(
-            1,
-            "the grammar has no `root` rule (the rule the whole output must match)",
-        )
-    })?;
-    // References, checked.
-    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); rules.len()];
-    for (i, (_, body, _)) in rules.iter().enumerate() {
-        visit_refs(body, &mut |name, line| match index.get(name) {
-            Some(&j) => {
-                refs[i].push(j);
-                Ok(())
-            }
-            None => Err(err(
-                line,
-                format!(
-                    "rule `{}` refers to `{name}`, which is not defined",
-                    rules[i].0
-                ),
-            )),
-        })?;
+    RuleSet {
+        rules,
+        embeds: Vec::new(),
+        error: |line, message| err(line, message),
     }
-    // Nullable rules (fixpoint), then left recursion: a rule that calls itself before reading.
-    let mut nullable = vec![false; rules.len()];
-    loop {
-        let mut changed = false;
-        for (i, (_, body, _)) in rules.iter().enumerate() {
-            if !nullable[i] && node_nullable(body, &index, &nullable) {
-                nullable[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    let mut first: Vec<Vec<usize>> = vec![Vec::new(); rules.len()];
-    for (i, (_, body, _)) in rules.iter().enumerate() {
-        first_refs(body, &index, &nullable, &mut first[i]);
-    }
-    for start in 0..rules.len() {
-        if let Some(cycle) = find_cycle(start, &first) {
-            let names: Vec<&str> = cycle.iter().map(|&i| rules[i].0.as_str()).collect();
-            return Err(err(
-                rules[start].2,
-                format!("rule `{}` is left-recursive ({}): it can reach itself before reading a character; rewrite it with repetition, e.g. `list ::= item (\",\" item)*`", rules[start].0, names.join(" -> ")),
-            ));
-        }
-    }
-    // Rules in a cycle stay rules (called); the others are inlined where used.
-    let recursive: Vec<bool> = (0..rules.len()).map(|i| reaches(i, i, &refs)).collect();
-    let mut ids: Vec<Option<RuleId>> = vec![None; rules.len()];
-    let mut order: Vec<usize> = vec![root];
-    order.extend((0..rules.len()).filter(|&i| i != root && recursive[i]));
-    for (k, &i) in order.iter().enumerate() {
-        ids[i] = Some(RuleId(k as u32));
-    }
-    let mut shared: Vec<Option<Expr>> = vec![None; rules.len()];
-    let mut out = Vec::new();
-    for &i in &order {
-        let expr = lower(
-            &rules[i].1,
-            &index,
-            &rules,
-            &ids,
-            &mut shared,
-            &mut Vec::new(),
-        )?;
-        out.push(Rule {
-            name: rules[i].0.clone(),
-            expr,
-        });
-    }
-    Ok(Grammar {
-        rules: out,
-        start: RuleId(0),
-    })
-}
-
-fn visit_refs(
-    n: &Node,
-    f: &mut impl FnMut(&str, usize) -> Result<(), GrammarError>,
-) -> Result<(), GrammarError> {
-    match n {
-        Node::Ref(name, line) => f(name, *line),
-        Node::Seq(v) | Node::Alt(v) => v.iter().try_for_each(|k| visit_refs(k, f)),
-        Node::Repeat(k, _, _) => visit_refs(k, f),
-        Node::Literal(_) | Node::Chars(_) => Ok(()),
-    }
-}
-
-fn node_nullable(n: &Node, index: &HashMap<&str, usize>, nullable: &[bool]) -> bool {
-    match n {
-        Node::Literal(s) => s.is_empty(),
-        Node::Chars(_) => false,
-        Node::Ref(name, _) => nullable[index[name.as_str()]],
-        Node::Seq(v) => v.iter().all(|k| node_nullable(k, index, nullable)),
-        Node::Alt(v) => v.iter().any(|k| node_nullable(k, index, nullable)),
-        Node::Repeat(k, min, _) => *min == 0 || node_nullable(k, index, nullable),
-    }
-}
-
-/// Rules `n` may call before reading a character.
-fn first_refs(n: &Node, index: &HashMap<&str, usize>, nullable: &[bool], out: &mut Vec<usize>) {
-    match n {
-        Node::Ref(name, _) => out.push(index[name.as_str()]),
-        Node::Seq(v) => {
-            for k in v {
-                first_refs(k, index, nullable, out);
-                if !node_nullable(k, index, nullable) {
-                    break;
-                }
-            }
-        }
-        Node::Alt(v) => v.iter().for_each(|k| first_refs(k, index, nullable, out)),
-        Node::Repeat(k, _, _) => first_refs(k, index, nullable, out),
-        Node::Literal(_) | Node::Chars(_) => {}
-    }
-}
-
-/// A path `start -> … -> start` in `edges`, if any.
-fn find_cycle(start: usize, edges: &[Vec<usize>]) -> Option<Vec<usize>> {
-    let mut parent: Vec<Option<usize>> = vec![None; edges.len()];
-    let mut stack = vec![start];
-    let mut seen = vec![false; edges.len()];
-    while let Some(i) = stack.pop() {
-        for &j in &edges[i] {
-            if j == start {
-                // i, parent(i), …, start; reversed, closed with start again.
-                let mut path = vec![i];
-                let mut k = i;
-                while let Some(p) = parent[k] {
-                    path.push(p);
-                    k = p;
-                }
-                if *path.last().expect("non-empty") != start {
-                    path.push(start);
-                }
-                path.reverse();
-                path.push(start);
-                return Some(path);
-            }
-            if !seen[j] {
-                seen[j] = true;
-                parent[j] = Some(i);
-                stack.push(j);
-            }
-        }
-    }
-    None
-}
-
-fn reaches(from: usize, to: usize, edges: &[Vec<usize>]) -> bool {
-    let mut seen = vec![false; edges.len()];
-    let mut stack = edges[from].clone();
-    while let Some(i) = stack.pop() {
-        if i == to {
-            return true;
-        }
-        if !std::mem::replace(&mut seen[i], true) {
-            stack.extend(&edges[i]);
-        }
-    }
-    false
-}
-
-fn lower(
-    n: &Node,
-    index: &HashMap<&str, usize>,
-    rules: &[(String, Node, usize)],
-    ids: &[Option<RuleId>],
-    shared: &mut Vec<Option<Expr>>,
-    inlining: &mut Vec<usize>,
-) -> Result<Expr, GrammarError> {
-    Ok(match n {
-        Node::Literal(s) => Expr::literal(s.as_bytes()),
-        Node::Chars(c) => Expr::Chars(c.clone()),
-        Node::Ref(name, _) => {
-            let i = index[name.as_str()];
-            match ids[i] {
-                Some(id) => Expr::Call(id),
-                None => {
-                    if let Some(e) = &shared[i] {
-                        return Ok(e.clone());
-                    }
-                    debug_assert!(
-                        !inlining.contains(&i),
-                        "a non-recursive rule is inlined in itself"
-                    );
-                    inlining.push(i);
-                    let body = lower(&rules[i].1, index, rules, ids, shared, inlining)?;
-                    inlining.pop();
-                    let e = Expr::shared(body);
-                    shared[i] = Some(e.clone());
-                    e
-                }
-            }
-        }
-        Node::Seq(v) => Expr::Concat(
-            v.iter()
-                .map(|k| lower(k, index, rules, ids, shared, inlining))
-                .collect::<Result<_, _>>()?,
-        ),
-        Node::Alt(v) => Expr::Alt(
-            v.iter()
-                .map(|k| lower(k, index, rules, ids, shared, inlining))
-                .collect::<Result<_, _>>()?,
-        ),
-        Node::Repeat(k, min, max) => Expr::Repeat {
-            expr: Box::new(lower(k, index, rules, ids, shared, inlining)?),
-            min: *min,
-            max: *max,
-        },
-    })
+    .lower("root")
 }
 
 #[cfg(test)]
@@ -621,16 +395,25 @@ ws    ::= [ \t\n]*
     }
 
     #[test]
+    fn direct_left_recursion_is_repetition() {
+        let g = compile_gbnf(
+            "root ::= expr\nexpr ::= expr \"+\" num | expr \"-\" num | num\nnum ::= [0-9]+",
+        )
+        .unwrap();
+        for ok in ["1", "1+2", "10-2+33"] {
+            assert!(accepts(&g, ok), "{ok}");
+        }
+        for bad in ["", "+1", "1+", "1+-2"] {
+            assert!(!accepts(&g, bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_line_and_the_rule() {
         let cases = [
             ("item ::= \"a\"", 1, "no `root` rule"),
             ("root ::= item", 1, "refers to `item`, which is not defined"),
             ("root ::= \"a\"\n\nroot ::= \"b\"", 3, "defined twice"),
-            (
-                "root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"",
-                2,
-                "`expr` is left-recursive (expr -> expr)",
-            ),
             (
                 "root ::= a\na ::= ws b\nb ::= a \"x\" | \"y\"\nws ::= \" \"?",
                 2,
