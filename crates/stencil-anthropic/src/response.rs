@@ -80,6 +80,7 @@ mod tests {
     pub(crate) fn outcome(finish: ChatFinish) -> ChatOutcome {
         ChatOutcome {
             content: Some("Hi".into()),
+            reasoning: None,
             tool_calls: Vec::new(),
             finish_reason: finish,
             stop_sequence: None,

@@ -83,7 +83,9 @@ impl EventWriter {
     pub fn event(&mut self, e: ToolEvent) -> Vec<Event> {
         let mut out = Vec::new();
         match e {
+            // Its requests take no reasoning prefix.
             ToolEvent::Content(t) if t.is_empty() => {}
+            ToolEvent::Reasoning(_) => {}
             ToolEvent::Content(t) => {
                 let index = match self.open {
                     Some((i, Open::Text)) => i,
@@ -174,6 +176,7 @@ mod tests {
         }
         let o = ChatOutcome {
             content: Some("Let me check.".into()),
+            reasoning: None,
             tool_calls: vec![ToolCall {
                 id: "call_9".into(),
                 name: "weather".into(),

@@ -8,8 +8,8 @@ use clap::{ArgGroup, Args};
 use stencil_runtime::engine::ChatEngine;
 use stencil_runtime::tools::ToolEvent;
 use stencil_types::{
-    ChatFinish, ChatMessage, ChatRequest, ConstraintSpec, GenerateParams, SamplingParams, Tool,
-    ToolChoice, TruncationPolicy, Whitespace,
+    ChatFinish, ChatMessage, ChatRequest, ConstraintSpec, GenerateParams, Reasoning,
+    SamplingParams, Tool, ToolChoice, TruncationPolicy, Whitespace,
 };
 
 use crate::ModelArgs;
@@ -69,6 +69,13 @@ pub struct GenerateArgs {
     /// The grammar's format when its extension does not say (`gbnf` or `lark`).
     #[arg(long, requires = "grammar")]
     pub grammar_format: Option<String>,
+    /// Let the model reason first: free text (opened by `<think>`) up to `</think>`, then the
+    /// constraint. The reasoning is written to stderr, the output proper to stdout.
+    #[arg(long)]
+    pub reasoning: bool,
+    /// Reasoning tokens at most; at this many `</think>` is written for the model.
+    #[arg(long, requires = "reasoning")]
+    pub reasoning_max_tokens: Option<usize>,
     /// Treat unsupported JSON Schema keywords as warnings (output may not satisfy them).
     #[arg(long)]
     pub lenient: bool,
@@ -135,6 +142,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         stop: args.stop.clone(),
         fast_forward: !args.no_fast_forward,
         loop_guard: args.loop_guard == "on",
+        reasoning: args.reasoning.then(|| Reasoning {
+            max_tokens: args.reasoning_max_tokens,
+            ..Reasoning::default()
+        }),
     };
     let (messages, prompt) = if args.raw {
         (Vec::new(), Some(args.prompt.clone()))
@@ -178,12 +189,19 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         eprintln!("warning: {w}");
     }
     let outcome = engine.run(&prepared, |event| {
-        if let (false, ToolEvent::Content(text)) = (has_tools, &event) {
-            let _ = stdout.write_all(text.as_bytes());
-            let _ = stdout.flush();
+        match (has_tools, &event) {
+            (false, ToolEvent::Content(text)) => {
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            }
+            (_, ToolEvent::Reasoning(text)) => eprint!("{text}"),
+            _ => {}
         }
         ControlFlow::Continue(())
     })?;
+    if args.reasoning {
+        eprintln!();
+    }
     if has_tools {
         // The assistant message, as an OpenAI client would receive it.
         let calls = &outcome.tool_calls;

@@ -335,6 +335,19 @@ impl Expr {
         Self::repeat(expr, 0, None)
     }
 
+    /// Any text (valid UTF-8) in which `marker` does not occur.
+    pub fn text_without(marker: &str) -> Self {
+        let any_byte = Expr::star(Expr::Bytes(vec![(0, 255)]));
+        Expr::and(vec![
+            Expr::star(Expr::chars(CharRanges::all())),
+            Expr::Not(Box::new(Expr::concat([
+                any_byte.clone(),
+                Expr::literal(marker),
+                any_byte,
+            ]))),
+        ])
+    }
+
     pub fn and(parts: Vec<Expr>) -> Self {
         if parts.contains(&Expr::Nothing) {
             return Expr::Nothing;

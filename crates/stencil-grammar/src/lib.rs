@@ -45,6 +45,7 @@ mod formats;
 mod json;
 mod matcher;
 mod numeric;
+mod reasoning;
 mod regex;
 mod schema;
 pub mod tools;
@@ -54,6 +55,7 @@ pub use cfg::lark::compile_lark;
 pub use error::{GrammarError, Warning};
 pub use expr::Grammar;
 pub use json::Whitespace;
+pub use reasoning::reasoning_then;
 pub use schema::compile_schema;
 
 /// The grammar IR: what [`compile`] produces and the automaton layer consumes. Public for that

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::expr::{CharRanges, Expr, Grammar};
+use crate::expr::{Expr, Grammar};
 use crate::schema::compile_schema;
 use crate::{Compiled, GrammarError, Options};
 
@@ -158,16 +158,7 @@ pub fn tool_grammar(
 
 /// Any text (valid UTF-8) that does not contain the call tag.
 pub fn free_text() -> Expr {
-    let any_byte = Expr::star(Expr::Bytes(vec![(0, 255)]));
-    let tag = CALL_OPEN.trim_end();
-    Expr::and(vec![
-        Expr::star(Expr::chars(CharRanges::all())),
-        Expr::Not(Box::new(Expr::concat([
-            any_byte.clone(),
-            Expr::literal(tag),
-            any_byte,
-        ]))),
-    ])
+    Expr::text_without(CALL_OPEN.trim_end())
 }
 
 /// The tool's parameter schema, made to describe an object (arguments are always one).

@@ -181,6 +181,7 @@ mod tests {
     fn answers_carry_stats_and_object_arguments() {
         let o = ChatOutcome {
             content: None,
+            reasoning: None,
             tool_calls: vec![ToolCall {
                 id: "call_1".into(),
                 name: "f".into(),

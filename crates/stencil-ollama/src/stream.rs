@@ -33,7 +33,9 @@ impl LineWriter {
     /// The line for one engine event, if it makes one.
     pub fn event(&mut self, e: ToolEvent) -> Option<Value> {
         match e {
+            // Its requests take no reasoning prefix.
             ToolEvent::Content(t) if t.is_empty() => None,
+            ToolEvent::Reasoning(_) => None,
             ToolEvent::Content(t) => Some(body(self.endpoint, &self.model, &t, &[], false)),
             ToolEvent::CallStart { index, id, name } => {
                 self.open.push((
@@ -110,6 +112,7 @@ mod tests {
         lines.extend(w.event(ToolEvent::CallEnd { index: 0 }));
         let o = ChatOutcome {
             content: Some("Sure.".into()),
+            reasoning: None,
             tool_calls: Vec::new(),
             finish_reason: ChatFinish::ToolCalls,
             stop_sequence: None,

@@ -1,6 +1,6 @@
 //! Joins a chat completion stream back into one message.
 //!
-//! Content deltas are concatenated; tool-call fragments are joined by their `index` (the id,
+//! Content deltas are concatenated, and so are reasoning deltas (`reasoning_content`); tool-call fragments are joined by their `index` (the id,
 //! type and name are taken from the first fragment that has them: some servers repeat them in
 //! every fragment). Tool calls are handed out only from a stream that ended with `[DONE]`, did
 //! not stop for `length`, carried no error, and whose arguments parse as JSON objects.
@@ -50,6 +50,7 @@ pub struct ChatAccumulator {
     pub model: Option<String>,
     pub role: Option<String>,
     content: String,
+    reasoning: String,
     calls: BTreeMap<usize, CallParts>,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
@@ -102,6 +103,9 @@ impl ChatAccumulator {
                 self.content.push_str(t);
                 added.push_str(t);
             }
+            if let Some(t) = &d.reasoning_content {
+                self.reasoning.push_str(t);
+            }
             for (pos, part) in d.tool_calls.iter().flatten().enumerate() {
                 let entry = self.calls.entry(part.index.unwrap_or(pos)).or_default();
                 if let Some(id) = part.id.as_ref().filter(|s| !s.is_empty()) {
@@ -124,6 +128,11 @@ impl ChatAccumulator {
     /// The content so far.
     pub fn content(&self) -> &str {
         &self.content
+    }
+
+    /// The reasoning so far (`reasoning_content` deltas).
+    pub fn reasoning(&self) -> &str {
+        &self.reasoning
     }
 
     /// True once `[DONE]` arrived.

@@ -61,6 +61,7 @@ impl ChunkWriter {
                 Delta {
                     role: Some("assistant".into()),
                     content: Some(String::new()),
+                    reasoning_content: None,
                     tool_calls: None,
                 },
                 None,
@@ -79,6 +80,10 @@ impl ChunkWriter {
         let delta = match e {
             ToolEvent::Content(t) => Delta {
                 content: Some(t),
+                ..Delta::default()
+            },
+            ToolEvent::Reasoning(t) => Delta {
+                reasoning_content: Some(t),
                 ..Delta::default()
             },
             ToolEvent::CallStart { index, id, name } => Delta {

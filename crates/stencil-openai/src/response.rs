@@ -50,6 +50,10 @@ pub struct ToolCallPart {
 pub struct Message {
     pub role: String,
     pub content: Option<String>,
+    /// The reasoning before the content, under a reasoning prefix (vLLM's and DeepSeek's
+    /// field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallPart>,
 }
@@ -86,6 +90,8 @@ pub struct Delta {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallPart>>,
 }
@@ -191,6 +197,7 @@ impl ChatCompletion {
                 message: Message {
                     role: "assistant".into(),
                     content: o.content.clone(),
+                    reasoning_content: o.reasoning.clone(),
                     tool_calls: o
                         .tool_calls
                         .iter()

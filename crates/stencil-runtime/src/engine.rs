@@ -14,8 +14,9 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use stencil_grammar::ir::{CharRanges, Expr};
 use stencil_grammar::tools::{free_text, tool_grammar, ToolSchema};
-use stencil_grammar::{compile, ConstraintSpec, FormatMode, Grammar, Options};
+use stencil_grammar::{compile, reasoning_then, ConstraintSpec, FormatMode, Grammar, Options};
 use stencil_mask::{Constraint, Limits, TokenTrie};
 use stencil_types::conversation::validate_conversation;
 use stencil_types::{
@@ -29,6 +30,7 @@ use crate::error::{Result, RuntimeError};
 use crate::generate::{FinishReason, Generator};
 use crate::loader::LoadedModel;
 use crate::models::LanguageModel;
+use crate::reasoning::ReasoningSplitter;
 use crate::tools::{hermes_messages, template_messages, ToolCallParser, ToolEvent};
 
 /// A request ready to run: prompt tokens and compiled constraint.
@@ -227,11 +229,13 @@ impl ChatEngine {
         req: &ChatRequest,
         choice: &ToolChoice,
     ) -> Result<(Option<Arc<Constraint>>, Vec<String>)> {
-        if req.tools.is_empty() && req.constraint.is_none() {
+        let reasoning = req.params.reasoning.as_ref();
+        if req.tools.is_empty() && req.constraint.is_none() && reasoning.is_none() {
             return Ok((None, Vec::new()));
         }
         let key = format!(
-            "{:?}|{}|{:?}|{}|{}|{:?}|{}|{}|{:?}",
+            "{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{}|{}|{:?}",
+            reasoning.map(|r| (&r.start, &r.end)),
             req.constraint.as_ref().map(spec_key),
             serde_json::to_string(&req.tools).expect("tools serialize"),
             choice,
@@ -256,7 +260,10 @@ impl ChatEngine {
             max_recursion: req.max_recursion,
             ..Options::generation()
         };
-        let (grammar, warnings) = self.grammar_for(req, choice, &options)?;
+        let (mut grammar, warnings) = self.grammar_for(req, choice, &options)?;
+        if let Some(r) = reasoning {
+            grammar = reasoning_then(grammar, &r.start, &r.end)?;
+        }
         let constraint = Constraint::new(&grammar, self.trie.clone(), self.limits.clone())?;
         let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -289,8 +296,14 @@ impl ChatEngine {
             None => None,
         };
         if req.tools.is_empty() {
-            let c = content.expect("checked by the caller");
-            return Ok((c.grammar, c.warnings));
+            // Without a constraint (only a reasoning prefix), any text follows the reasoning.
+            return Ok(match content {
+                Some(c) => (c.grammar, c.warnings),
+                None => (
+                    Grammar::single(Expr::star(Expr::chars(CharRanges::all()))),
+                    Vec::new(),
+                ),
+            });
         }
         let schemas: Vec<ToolSchema> = req
             .tools
@@ -360,12 +373,34 @@ impl ChatEngine {
         // Events of calls after the first are held until the call is known not to repeat.
         let mut held: Vec<ToolEvent> = Vec::new();
         let mut repeated = false;
+        // Under a reasoning prefix the reasoning goes out as its own events; the rest is the
+        // content (tool calls included).
+        let mut splitter = prepared
+            .params
+            .reasoning
+            .as_ref()
+            .map(ReasoningSplitter::new);
+        let mut content_text = String::new();
         'generation: while let Some(chunk) = g.next_chunk()? {
             if let Some(limit) = prepared.timeout {
                 if started.elapsed() > limit {
                     return Err(RuntimeError::Timeout(limit));
                 }
             }
+            let chunk = match splitter.as_mut() {
+                Some(s) => {
+                    let (thought, content) = s.push(&chunk);
+                    if !thought.is_empty() {
+                        send(vec![ToolEvent::Reasoning(thought)])?;
+                    }
+                    content
+                }
+                None => chunk,
+            };
+            if chunk.is_empty() {
+                continue;
+            }
+            content_text.push_str(&chunk);
             let events = if prepared.tools {
                 parser.push(&chunk)
             } else {
@@ -388,6 +423,20 @@ impl ChatEngine {
                 }
             }
         }
+        if let Some(s) = splitter.as_mut() {
+            let (thought, rest) = s.finish();
+            if !thought.is_empty() {
+                send(vec![ToolEvent::Reasoning(thought)])?;
+            }
+            if !rest.is_empty() && !repeated {
+                content_text.push_str(&rest);
+                send(if prepared.tools {
+                    parser.push(&rest)
+                } else {
+                    vec![ToolEvent::Content(rest)]
+                })?;
+            }
+        }
         if !repeated {
             send(parser.finish())?;
         }
@@ -402,11 +451,9 @@ impl ChatEngine {
         }
         let (content, tool_calls, finish_reason) = match generation.finish_reason {
             // Calls completed before the cut are reported; a call left open is not.
-            FinishReason::Length if !repeated && calls.is_empty() => (
-                Some(generation.text.clone()),
-                Vec::new(),
-                ChatFinish::Length,
-            ),
+            FinishReason::Length if !repeated && calls.is_empty() => {
+                (Some(content_text.clone()), Vec::new(), ChatFinish::Length)
+            }
             FinishReason::Length if !repeated => {
                 let text = parser.content().trim();
                 (
@@ -423,10 +470,11 @@ impl ChatEngine {
                     ChatFinish::ToolCalls,
                 )
             }
-            _ => (Some(generation.text.clone()), Vec::new(), ChatFinish::Stop),
+            _ => (Some(content_text.clone()), Vec::new(), ChatFinish::Stop),
         };
         Ok(ChatOutcome {
             content,
+            reasoning: splitter.map(|s| s.reasoning().to_string()),
             tool_calls,
             finish_reason,
             stop_sequence: generation.matched_stop.clone(),
@@ -472,6 +520,6 @@ fn event_index(e: &ToolEvent) -> Option<usize> {
         ToolEvent::CallStart { index, .. }
         | ToolEvent::Arguments { index, .. }
         | ToolEvent::CallEnd { index } => Some(*index),
-        ToolEvent::Content(_) => None,
+        ToolEvent::Content(_) | ToolEvent::Reasoning(_) => None,
     }
 }

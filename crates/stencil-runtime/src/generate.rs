@@ -10,7 +10,9 @@
 //! left, so a constrained output always ends complete (`stop`); a budget smaller than the
 //! shortest completion is an error before generation. The loop guard forbids the token that
 //! would continue a run of back-to-back repetitions. Unconstrained text cut by `max_tokens`
-//! reports `length`.
+//! reports `length`. Under a reasoning prefix (`GenerateParams::reasoning`, whose grammar the
+//! caller has put in front of the constraint) the end marker is written for the model once the
+//! reasoning has used its `max_tokens`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +82,17 @@ pub struct Generator<'m> {
     forced_tokens: usize,
     loop_guard: bool,
     loop_guard_hits: usize,
+    /// Under a reasoning prefix: its end marker, token limit, and whether it has ended.
+    reasoning: Option<ReasoningState>,
+}
+
+/// Where a reasoning prefix stands.
+struct ReasoningState {
+    end: String,
+    max_tokens: Option<usize>,
+    /// Output bytes before this offset have been searched for the end marker.
+    searched: usize,
+    ended: bool,
 }
 
 impl<'m> Generator<'m> {
@@ -140,6 +153,12 @@ impl<'m> Generator<'m> {
             forced_tokens: 0,
             loop_guard: params.loop_guard,
             loop_guard_hits: 0,
+            reasoning: params.reasoning.as_ref().map(|r| ReasoningState {
+                end: r.end.clone(),
+                max_tokens: r.max_tokens,
+                searched: 0,
+                ended: false,
+            }),
         })
     }
 
@@ -216,6 +235,13 @@ impl<'m> Generator<'m> {
                     }
                 }
             }
+            let closing = self.close_reasoning()?;
+            for &t in &closing {
+                if let StreamEvent::Text(text) = self.push_text(t) {
+                    chunk.push_str(&text);
+                }
+            }
+            feed.extend(closing);
             if self.generated.len() < self.max_tokens {
                 self.logits = forward_with_mask(
                     &mut *self.session,
@@ -230,6 +256,44 @@ impl<'m> Generator<'m> {
                 return Ok(Some(chunk));
             }
         }
+    }
+
+    /// Under a reasoning prefix: notes when the output has written the end marker, and writes
+    /// it for the model once the reasoning has used its `max_tokens` (then what the constraint
+    /// forces after it). Returns the tokens written, already counted as generated.
+    fn close_reasoning(&mut self) -> Result<Vec<u32>> {
+        let Some(r) = self.reasoning.as_mut().filter(|r| !r.ended) else {
+            return Ok(Vec::new());
+        };
+        let from = r.searched.saturating_sub(r.end.len());
+        if self.output[from..]
+            .windows(r.end.len())
+            .any(|w| w == r.end.as_bytes())
+        {
+            r.ended = true;
+            return Ok(Vec::new());
+        }
+        r.searched = self.output.len();
+        if r.max_tokens.is_none_or(|m| self.generated.len() < m) {
+            return Ok(Vec::new());
+        }
+        r.ended = true;
+        let mut forced = self.tokenizer.encode(&r.end, false)?;
+        if let Some(m) = self.matcher.as_mut() {
+            for &t in &forced {
+                m.commit(t)?;
+            }
+            if self.fast_forward {
+                let budget = self
+                    .max_tokens
+                    .saturating_sub(self.generated.len() + forced.len());
+                let more = m.forced_tokens(budget, |text| self.tokenizer.encode(text, false))?;
+                forced.extend(more);
+            }
+        }
+        self.forced_tokens += forced.len();
+        self.generated.extend_from_slice(&forced);
+        Ok(forced)
     }
 
     /// The loop guard: under a constraint, removes from this step's mask the token that would

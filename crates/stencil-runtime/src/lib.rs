@@ -16,6 +16,7 @@
 //!   strings, and the [`generate::Generator`] loop.
 //! - [`tools`]: Hermes `<tool_call>` prompting and an incremental call parser; [`engine`]: [`engine::ChatEngine`], chat requests end to end
 //!   (prompt, cached constraint, generation, tool calls).
+//! - [`reasoning`]: a reasoning prefix's output split into reasoning and content.
 //! - [`extract`]: the lenient JSON extractor for output that could not be constrained.
 //! - [`convert`]: GGUF -> Hugging Face safetensors directory.
 //!
@@ -61,6 +62,7 @@ pub mod gguf;
 pub mod hub;
 pub mod loader;
 pub mod models;
+pub mod reasoning;
 pub mod sampler;
 pub mod stream;
 pub mod tokenizer;

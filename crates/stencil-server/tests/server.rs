@@ -146,6 +146,55 @@ fn constraints_hold_over_http() {
     );
 }
 
+/// A reasoning prefix through SmolLM2's chat template: the model reasons in free text, the
+/// reasoning ends at `</think>` (written for it after `max_tokens` of reasoning, or when the
+/// budget needs it), and the content is the constrained JSON; the response carries the
+/// reasoning apart (`reasoning_content`), streamed as its own deltas.
+#[test]
+fn reasoning_then_constrained_content() {
+    let c = Client::new(main_server(), None);
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": false});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for (seed, reasoning, max_tokens) in [
+        (1, json!({"max_tokens": 24}), 80),
+        (2, json!(true), 30),
+        (
+            3,
+            json!({"start": "[think]", "end": "[/think]", "max_tokens": 8}),
+            60,
+        ),
+    ] {
+        let body = json!({"messages": user("What is 12 times 3? Think first."), "reasoning": reasoning, "guided_json": schema, "max_tokens": max_tokens, "temperature": 1.0, "seed": seed});
+        let whole = c.chat(&body).unwrap();
+        let message = &whole.choices[0].message;
+        let thought = message
+            .reasoning_content
+            .clone()
+            .expect("reasoning_content");
+        let content = message.content.clone().unwrap();
+        assert!(!thought.is_empty(), "seed {seed}");
+        assert!(
+            !thought.contains("think]") && !thought.contains("think>"),
+            "{thought:?}"
+        );
+        let v: Value =
+            serde_json::from_str(&content).unwrap_or_else(|e| panic!("{content:?}: {e}"));
+        assert!(validator.is_valid(&v), "{v}");
+        assert_eq!(whole.choices[0].finish_reason.as_deref(), Some("stop"));
+        let usage = whole.usage.unwrap();
+        assert!(usage.completion_tokens <= max_tokens, "{usage:?}");
+        let acc = c.chat_stream(&body, |_| {}).unwrap();
+        acc.check_complete().unwrap();
+        assert_eq!(acc.reasoning().trim(), thought, "seed {seed}");
+        assert_eq!(acc.content(), content, "seed {seed}");
+    }
+    let r = c.chat(&json!({"messages": user("x"), "reasoning": {"effort": "high"}}));
+    assert!(
+        format!("{:?}", r.unwrap_err()).contains("reasoning.effort"),
+        "reasoning.effort is named"
+    );
+}
+
 fn weather_tools() -> Value {
     serde_json::from_slice(&std::fs::read(repo().join("schemas/tools/weather.json")).unwrap())
         .unwrap()

@@ -8,6 +8,8 @@
 pub enum ToolEvent {
     /// Plain content.
     Content(String),
+    /// Reasoning text, before the content (under a reasoning prefix).
+    Reasoning(String),
     /// A call starts (its name is complete).
     CallStart {
         index: usize,

@@ -40,7 +40,8 @@ pub use event::ToolEvent;
 pub use message::{message_texts, ChatMessage, ContentPart, MessageContent, Role};
 pub use outcome::{ChatFinish, ChatOutcome, Timings, Usage};
 pub use request::{
-    ChatRequest, GenerateParams, TruncationPolicy, DEFAULT_MAX_RECURSION, DEFAULT_MAX_TOOL_CALLS,
+    ChatRequest, GenerateParams, Reasoning, TruncationPolicy, DEFAULT_MAX_RECURSION,
+    DEFAULT_MAX_TOOL_CALLS,
 };
 pub use sampling::SamplingParams;
 pub use stencil_grammar::{ConstraintSpec, Whitespace};

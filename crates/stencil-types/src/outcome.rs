@@ -58,6 +58,8 @@ pub struct ChatOutcome {
     /// Text outside tool calls (`None` when the model only called tools). When `max_tokens` cut
     /// the output, this is the whole raw output and there are no tool calls.
     pub content: Option<String>,
+    /// The reasoning before the content, under a reasoning prefix (markers removed).
+    pub reasoning: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: ChatFinish,
     /// The stop string that ended the output, when one did.

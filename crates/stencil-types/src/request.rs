@@ -31,6 +31,35 @@ pub struct GenerateParams {
     /// Under a constraint, forbid the token that would continue a degenerate repetition
     /// wherever another token is allowed.
     pub loop_guard: bool,
+    /// Free text before the output proper ("think, then answer"); `None`: none.
+    pub reasoning: Option<Reasoning>,
+}
+
+/// A reasoning prefix: the model writes free text, optionally opened by `start`, until `end`;
+/// the constraint (if any) applies after it, and the reasoning is reported apart from the
+/// content (`reasoning_content`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reasoning {
+    /// The marker that opens the reasoning. Optional in the output: a chat template may have
+    /// written it into the prompt already.
+    pub start: String,
+    /// The marker that ends the reasoning (not empty).
+    pub end: String,
+    /// Reasoning tokens at most: at this many the end marker is written for the model.
+    /// `None`: as many as the output's budget leaves (a constrained output still ends
+    /// complete within `max_tokens`).
+    pub max_tokens: Option<usize>,
+}
+
+impl Default for Reasoning {
+    /// The markers of DeepSeek-R1, Qwen3 and their kin: `<think>` ... `</think>`.
+    fn default() -> Self {
+        Self {
+            start: "<think>".into(),
+            end: "</think>".into(),
+            max_tokens: None,
+        }
+    }
 }
 
 impl Default for GenerateParams {
@@ -41,6 +70,7 @@ impl Default for GenerateParams {
             stop: Vec::new(),
             fast_forward: true,
             loop_guard: true,
+            reasoning: None,
         }
     }
 }

@@ -8,7 +8,8 @@
 
 use serde_json::Value;
 use stencil_types::{
-    json_kind as kind, ChatMessage, ChatRequest, GenerateParams, Role, SamplingParams, Tool,
+    json_kind as kind, ChatMessage, ChatRequest, GenerateParams, Reasoning, Role, SamplingParams,
+    Tool,
 };
 
 mod constraints;
@@ -100,7 +101,56 @@ pub(crate) fn generation(
         stop,
         fast_forward: true,
         loop_guard: boolean(o, "stencil_loop_guard")?.unwrap_or(true),
+        reasoning: reasoning(o)?,
     })
+}
+
+/// `reasoning`: `true` (the `<think>`/`</think>` markers), or `{start, end, max_tokens}` with
+/// each part optional. The model writes free text until the end marker, then the constraint
+/// applies; the response carries it as `reasoning_content`.
+fn reasoning(o: &Obj) -> Result<Option<Reasoning>, ApiError> {
+    let r = match field(o, "reasoning") {
+        None | Some(Value::Bool(false)) => return Ok(None),
+        Some(Value::Bool(true)) => return Ok(Some(Reasoning::default())),
+        Some(Value::Object(r)) => r,
+        Some(v) => {
+            return Err(ApiError::invalid(
+                "reasoning",
+                format!(
+                    "`reasoning` must be true or an object {{start, end, max_tokens}}, not {}",
+                    kind(v)
+                ),
+            ))
+        }
+    };
+    if let Some(k) = r
+        .keys()
+        .find(|k| !["start", "end", "max_tokens"].contains(&k.as_str()))
+    {
+        return Err(ApiError::invalid(
+            "reasoning",
+            format!("`reasoning.{k}` is not supported (start, end and max_tokens are)"),
+        ));
+    }
+    let named = |e: ApiError| ApiError::invalid("reasoning", e.to_string());
+    let default = Reasoning::default();
+    let end = string(r, "end").map_err(named)?.unwrap_or(&default.end);
+    if end.is_empty() {
+        return Err(ApiError::invalid(
+            "reasoning",
+            "`reasoning.end` must not be empty",
+        ));
+    }
+    Ok(Some(Reasoning {
+        start: string(r, "start")
+            .map_err(named)?
+            .unwrap_or(&default.start)
+            .to_string(),
+        end: end.to_string(),
+        max_tokens: integer(r, "max_tokens", 1, 1 << 20)
+            .map_err(named)?
+            .map(|n| n as usize),
+    }))
 }
 
 fn common(o: &Obj, default_max_tokens: usize) -> Result<ValidRequest, ApiError> {

@@ -189,7 +189,9 @@ impl ResponseWriter {
     pub fn event(&mut self, e: ToolEvent) -> Vec<Event> {
         let mut out = Vec::new();
         match e {
+            // Its requests take no reasoning prefix.
             ToolEvent::Content(t) if t.is_empty() => {}
+            ToolEvent::Reasoning(_) => {}
             ToolEvent::Content(t) => {
                 if !self.text_open {
                     let id = format!("msg_{}", self.suffix());
@@ -321,6 +323,7 @@ mod tests {
     fn the_stream_and_the_whole_response_agree() {
         let o = ChatOutcome {
             content: Some("Checking.".into()),
+            reasoning: None,
             tool_calls: vec![ToolCall {
                 id: "call_7".into(),
                 name: "f".into(),
