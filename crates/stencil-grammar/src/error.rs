@@ -31,6 +31,8 @@ pub enum GrammarError {
     Tool(String),
     #[error("GBNF grammar, line {line}: {message}")]
     Gbnf { line: usize, message: String },
+    #[error("structural tags: {0}")]
+    StructuralTag(String),
     #[error("reasoning: {0}")]
     Reasoning(String),
     #[error("Lark grammar, line {line}: {message}")]

@@ -335,14 +335,14 @@ impl Expr {
         Self::repeat(expr, 0, None)
     }
 
-    /// Any text (valid UTF-8) in which `marker` does not occur.
-    pub fn text_without(marker: &str) -> Self {
+    /// Any text (valid UTF-8) in which none of `markers` occurs.
+    pub fn text_without_any(markers: &[&str]) -> Self {
         let any_byte = Expr::star(Expr::Bytes(vec![(0, 255)]));
         Expr::and(vec![
             Expr::star(Expr::chars(CharRanges::all())),
             Expr::Not(Box::new(Expr::concat([
                 any_byte.clone(),
-                Expr::literal(marker),
+                Expr::alt(markers.iter().map(Expr::literal)),
                 any_byte,
             ]))),
         ])

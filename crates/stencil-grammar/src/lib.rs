@@ -12,7 +12,9 @@
 //! - [`Options`]: the language (whitespace policy, format assertion, lenient mode, property
 //!   order...); [`CompileLimits`]: resource limits, apart from it.
 //! - [`GrammarError`]: every refusal names the keyword and its JSON pointer.
-//! - [`tools`]: the `<tool_call>` grammar for OpenAI-style tools under each `tool_choice`.
+//! - [`tools`]: the `<tool_call>` grammar for OpenAI-style tools under each `tool_choice`;
+//!   [`StructuralTags`]: free text with triggered, constrained tags, of which tool calls are
+//!   one use.
 //! - [`ir`]: the IR itself ([`ir::Expr`], [`ir::Rule`], [`ir::RuleId`]...), for the automaton
 //!   layer and for tests; [`ir::matches`] is a slow reference matcher.
 //!
@@ -48,6 +50,7 @@ mod numeric;
 mod reasoning;
 mod regex;
 mod schema;
+mod structural;
 pub mod tools;
 
 pub use cfg::gbnf::compile_gbnf;
@@ -57,6 +60,7 @@ pub use expr::Grammar;
 pub use json::Whitespace;
 pub use reasoning::reasoning_then;
 pub use schema::compile_schema;
+pub use structural::{compile_structural_tags, StructuralTags, TagSpec};
 
 /// The grammar IR: what [`compile`] produces and the automaton layer consumes. Public for that
 /// layer and for tests; a user of the engine does not need it.
@@ -91,6 +95,8 @@ pub enum ConstraintSpec {
     /// A Lark grammar (start rule `start`; `%json { schema }` embeds a schema-constrained
     /// value; see [`compile_lark`] for the subset).
     Lark(String),
+    /// Free text in which triggers open constrained tags (see [`compile_structural_tags`]).
+    StructuralTags(StructuralTags),
 }
 
 /// How `format` keywords are treated.
@@ -240,5 +246,6 @@ pub fn compile(constraint: &ConstraintSpec, options: &Options) -> Result<Compile
             warnings: vec![],
         }),
         ConstraintSpec::Lark(text) => compile_lark(text, options),
+        ConstraintSpec::StructuralTags(tags) => compile_structural_tags(tags, options),
     }
 }

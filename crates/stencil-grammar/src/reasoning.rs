@@ -40,7 +40,7 @@ pub fn reasoning_then(then: Grammar, start: &str, end: &str) -> Result<Grammar, 
     g.rules[0].name = "reasoning".into();
     g.rules[0].expr = Expr::concat([
         Expr::opt(Expr::literal(start)),
-        Expr::text_without(end),
+        Expr::text_without_any(&[end]),
         Expr::literal(end),
         Expr::repeat(blank, 0, Some(GAP)),
         Expr::Call(rest),

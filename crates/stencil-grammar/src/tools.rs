@@ -6,12 +6,14 @@
 //! Several calls (parallel calls) are separated by one newline. [`ToolChoice`] says where calls
 //! may appear: `Required`/`Named` make the whole output calls; `Auto` allows free text (or the
 //! content constraint) *or* text followed by calls, the tag opening the constrained region;
-//! `None` forbids the tag.
+//! `None` forbids the tag. Each call is a structural tag (`crate::StructuralTags`) opened by
+//! `<tool_call>`: free text cannot contain the tag, so writing it starts a call.
 
 use serde_json::Value;
 
 use crate::expr::{Expr, Grammar};
 use crate::schema::compile_schema;
+use crate::structural::tag_expr;
 use crate::{Compiled, GrammarError, Options};
 
 /// Opens a call.
@@ -111,21 +113,14 @@ pub fn tool_grammar(
         let compiled = compile_schema(&schema, options)
             .map_err(|e| GrammarError::Tool(format!("the parameters of tool `{}`: {e}", t.name)))?;
         warnings.extend(compiled.warnings);
-        let args = grammar.embed(compiled.grammar);
+        // A call is a structural tag: the tag, the name and the key open it, the arguments
+        // are its content.
         let name = serde_json::to_string(t.name).expect("strings serialize");
-        alternatives.push(Expr::concat([
-            Expr::literal(name),
-            Expr::literal(ARGUMENTS_PREFIX),
-            Expr::Call(args),
-        ]));
+        let begin = format!("{CALL_OPEN}{NAME_PREFIX}{name}{ARGUMENTS_PREFIX}");
+        let end = format!("}}{CALL_CLOSE}");
+        alternatives.push(tag_expr(&mut grammar, &begin, compiled.grammar, &end));
     }
-    let call = Expr::shared(Expr::concat([
-        Expr::literal(CALL_OPEN),
-        Expr::literal(NAME_PREFIX),
-        Expr::alt(alternatives),
-        Expr::literal("}"),
-        Expr::literal(CALL_CLOSE),
-    ]));
+    let call = Expr::shared(Expr::alt(alternatives));
     let max_calls = match mode {
         ToolChoice::Named(_) => 1,
         _ => max_calls.max(1),
@@ -158,7 +153,7 @@ pub fn tool_grammar(
 
 /// Any text (valid UTF-8) that does not contain the call tag.
 pub fn free_text() -> Expr {
-    Expr::text_without(CALL_OPEN.trim_end())
+    Expr::text_without_any(&[CALL_OPEN.trim_end()])
 }
 
 /// The tool's parameter schema, made to describe an object (arguments are always one).

@@ -195,6 +195,47 @@ fn reasoning_then_constrained_content() {
     );
 }
 
+/// Structural tags (XGrammar's `triggered_tags` shape, through `response_format`): free text in
+/// which every `<function=` opens a tag whose JSON satisfies its schema, at least one tag;
+/// sampled. Checked by scanning every occurrence of the trigger.
+#[test]
+fn structural_tags_over_http() {
+    let c = Client::new(main_server(), None);
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"], "additionalProperties": false});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let format = json!({"type": "triggered_tags", "triggers": ["<function="], "at_least_one": true, "tags": [
+        {"begin": "<function=get_weather>", "content": {"type": "json_schema", "json_schema": schema}, "end": "</function>"}
+    ]});
+    for seed in [1, 2, 3] {
+        let body = json!({"messages": user("What is the weather in Paris? Use get_weather."), "response_format": {"type": "structural_tag", "format": format}, "max_tokens": 60, "temperature": 1.0, "seed": seed});
+        let r = c.chat(&body).unwrap();
+        let text = r.choices[0].message.content.clone().unwrap();
+        assert_eq!(
+            r.choices[0].finish_reason.as_deref(),
+            Some("stop"),
+            "{text:?}"
+        );
+        let mut tags = 0;
+        for (at, _) in text.match_indices("<function=") {
+            let rest = text[at..]
+                .strip_prefix("<function=get_weather>")
+                .unwrap_or_else(|| panic!("a trigger that opens no tag: {text:?}"));
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            let v = values
+                .next()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert!(validator.is_valid(&v), "{v}");
+            assert!(
+                rest[values.byte_offset()..].starts_with("</function>"),
+                "{text:?}"
+            );
+            tags += 1;
+        }
+        assert!(tags >= 1, "at least one tag: {text:?}");
+    }
+}
+
 fn weather_tools() -> Value {
     serde_json::from_slice(&std::fs::read(repo().join("schemas/tools/weather.json")).unwrap())
         .unwrap()

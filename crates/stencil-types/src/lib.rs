@@ -44,5 +44,5 @@ pub use request::{
     DEFAULT_MAX_TOOL_CALLS,
 };
 pub use sampling::SamplingParams;
-pub use stencil_grammar::{ConstraintSpec, Whitespace};
+pub use stencil_grammar::{ConstraintSpec, StructuralTags, TagSpec, Whitespace};
 pub use tool::{validate_tools, FunctionDef, Tool, ToolCall, ToolChoice};

@@ -101,6 +101,9 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
                 };
                 found.push(("response_format", ConstraintSpec::JsonSchema(schema)));
             }
+            Some("structural_tag") => {
+                found.push(("response_format", super::structural::structural_tag(rf)?));
+            }
             Some("grammar") => {
                 let g = field(rf, "grammar").ok_or_else(|| {
                     ApiError::invalid(
@@ -114,7 +117,7 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
                 return Err(ApiError::invalid(
                     "response_format.type",
                     format!(
-                        "`response_format.type` is {}; expected text, json_object, json_schema or grammar",
+                        "`response_format.type` is {}; expected text, json_object, json_schema, grammar or structural_tag",
                         other.map_or("missing".to_string(), |t| format!("`{t}`"))
                     ),
                 ))
@@ -195,7 +198,7 @@ pub(super) fn constraints(o: &Obj) -> Result<Vec<(&'static str, ConstraintSpec)>
 
 /// A grammar field: GBNF text (a line defining a rule `name ::= ...`, start rule `root`), or
 /// otherwise Lark (start rule `start`, `%json` embeds), the two languages vLLM takes here.
-fn grammar(param: &str, v: &Value) -> Result<ConstraintSpec, ApiError> {
+pub(super) fn grammar(param: &str, v: &Value) -> Result<ConstraintSpec, ApiError> {
     let text = v.as_str().ok_or_else(|| {
         ApiError::invalid(
             param,

@@ -13,6 +13,7 @@ use stencil_types::{
 };
 
 mod constraints;
+mod structural;
 
 pub(crate) use constraints::schema_value;
 
