@@ -967,3 +967,72 @@ fn object_negations_match_the_validator() {
         }
     }
 }
+
+/// `uniqueItems` over items drawn from a finite set (enums, booleans, integer ranges), compiled
+/// as a set of written members: exactly the arrays the `jsonschema` crate validates, numbers
+/// equal by value (`1` and `1.0` are duplicates), in both property orders and with whitespace.
+#[test]
+fn unique_items_over_finite_sets_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let schemas = [
+        json!({"type": "array", "uniqueItems": true, "items": {"enum": ["red", "green", "blue"]}}),
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "boolean"}, "minItems": 2}),
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "integer", "minimum": 1, "exclusiveMaximum": 7, "multipleOf": 2}}),
+        json!({"type": "array", "uniqueItems": true, "maxItems": 2, "items": {"enum": [1, "1", null, 2.5, true], "not": {"const": true}}}),
+        json!({"uniqueItems": true, "items": {"$ref": "#/$defs/c"}, "$defs": {"c": {"enum": ["x", "y"]}}}),
+    ];
+    let values = [
+        json!("red"),
+        json!("blue"),
+        json!("green"),
+        json!(true),
+        json!(false),
+        json!(1),
+        json!(1.0),
+        json!(2),
+        json!(4),
+        json!(6),
+        json!("1"),
+        json!(null),
+        json!(2.5),
+        json!("x"),
+        json!("y"),
+    ];
+    let mut instances = vec![json!([]), json!({}), json!("x")];
+    for a in &values {
+        instances.push(json!([a]));
+        for b in &values {
+            instances.push(json!([a, b]));
+            for c in values.iter().step_by(2) {
+                instances.push(json!([a, b, c]));
+            }
+        }
+    }
+    for schema in schemas {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
+            let opts = Options {
+                property_order: order,
+                ..Options::default()
+            };
+            let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
+                .unwrap_or_else(|e| panic!("{schema}: {e}"))
+                .grammar;
+            let trie = Arc::new(TokenTrie::new(&vocab));
+            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
+            let mut valid = 0;
+            for o in &instances {
+                // `1.0` written as such (serde_json writes it so), and with spaces.
+                for text in [o.to_string(), o.to_string().replace(',', " , ")] {
+                    let accepted = c
+                        .matcher()
+                        .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                        .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+                    assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}");
+                    valid += accepted as usize;
+                }
+            }
+            assert!(valid >= 4, "{schema}: only {valid} valid instances tried");
+        }
+    }
+}

@@ -10,10 +10,13 @@ impl Compiler<'_> {
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let mut max = self.count(m, "maxItems", ptr)?;
         if m.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
+            if let Some(e) = self.unique_finite_items(m, min, max, ptr)? {
+                return Ok(e);
+            }
             self.refuse(
                 "uniqueItems",
                 ptr,
-                "uniqueItems on arrays that may hold more than one item",
+                "uniqueItems on arrays that may hold more than one item, of items not drawn from a finite set of at most 64 scalars",
             )?;
         }
         // Positional items, then the schema for the rest.
@@ -94,6 +97,60 @@ impl Compiler<'_> {
             ])
         };
         Ok(self.json.array_of(body))
+    }
+
+    /// `uniqueItems` over items drawn from a finite set of scalars (an `enum` or `const`,
+    /// booleans, `null`, integers in a range of at most 64): the array holds distinct values of
+    /// the set, in any order, each at most once, which is what the object-member machinery
+    /// tracks (a set of written members); exact. `None` where the items are not such a set.
+    fn unique_finite_items(
+        &mut self,
+        m: &Obj,
+        min: u32,
+        max: Option<u32>,
+        ptr: &str,
+    ) -> Result<Option<Expr>, GrammarError> {
+        if ["prefixItems", "contains", "unevaluatedItems"]
+            .iter()
+            .any(|k| m.contains_key(*k))
+        {
+            return Ok(None);
+        }
+        let Some(items @ Value::Object(_)) = m.get("items") else {
+            return Ok(None);
+        };
+        let items_ptr = format!("{ptr}/items");
+        let Some(resolved) = self.resolved(items, &items_ptr) else {
+            return Ok(None);
+        };
+        let Some(candidates) = finite_scalars(resolved.as_ref()) else {
+            return Ok(None);
+        };
+        // Keep the candidates the items schema accepts (its other keywords may exclude some).
+        let items_expr = self.schema_expr(items, &items_ptr)?;
+        let mut members = Vec::new();
+        for v in candidates {
+            let text = serde_json::to_string(&v).expect("values serialize");
+            if crate::matcher::matches(&items_expr, &self.rules, text.as_bytes()) {
+                let value = self.schema_expr(&serde_json::json!({ "const": v }), &items_ptr)?;
+                members.push((value, false));
+            }
+        }
+        let n = members.len() as u32;
+        let max = Some(max.map_or(n, |x| x.min(n)));
+        if max.is_some_and(|x| x < min) {
+            return Ok(Some(Expr::Nothing));
+        }
+        let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
+        let body = Expr::Object(std::sync::Arc::new(crate::expr::ObjectExpr {
+            members,
+            extra: Expr::Nothing,
+            sep,
+            min,
+            max,
+            presence: None,
+        }));
+        Ok(Some(self.json.array_of(body)))
     }
 
     /// Arrays under `contains` (with `minContains`/`maxContains`): the elements matching the
@@ -215,4 +272,62 @@ impl Compiler<'_> {
         ]);
         Ok(self.json.array_of(body))
     }
+}
+
+/// The values a schema can take when it lists or bounds them to at most 64 scalars, read
+/// from its own keywords (`enum`, `const`, `type` boolean or null, an integer range); `None`
+/// when it does not. The caller filters them through the whole schema.
+fn finite_scalars(s: &Value) -> Option<Vec<Value>> {
+    const MOST: usize = 64;
+    let o = s.as_object()?;
+    let scalar = |v: &Value| !v.is_object() && !v.is_array();
+    let values = if let Some(c) = o.get("const") {
+        vec![c.clone()]
+    } else if let Some(Value::Array(e)) = o.get("enum") {
+        let mut distinct: Vec<Value> = Vec::new();
+        for v in e {
+            if !distinct.iter().any(|d| json_equal(d, v)) {
+                distinct.push(v.clone());
+            }
+        }
+        distinct
+    } else {
+        match o.get("type").and_then(Value::as_str) {
+            Some("boolean") => vec![Value::Bool(false), Value::Bool(true)],
+            Some("null") => vec![Value::Null],
+            Some("integer") => {
+                let bound =
+                    |k: &str, exclusive: &str, up: bool| -> Option<i64> {
+                        let inclusive = o.get(k).and_then(Value::as_f64).map(|x| {
+                            if up {
+                                x.floor()
+                            } else {
+                                x.ceil()
+                            }
+                        });
+                        let strict = o.get(exclusive).and_then(Value::as_f64).map(|x| {
+                            if up {
+                                (x - 1.0).ceil()
+                            } else {
+                                (x + 1.0).floor()
+                            }
+                        });
+                        let b = match (inclusive, strict) {
+                            (Some(a), Some(b)) if up => a.min(b),
+                            (Some(a), Some(b)) => a.max(b),
+                            (a, b) => a.or(b)?,
+                        };
+                        (b.abs() < 1e15).then_some(b as i64)
+                    };
+                let lo = bound("minimum", "exclusiveMinimum", false)?;
+                let hi = bound("maximum", "exclusiveMaximum", true)?;
+                if hi < lo || (hi - lo) as usize >= MOST {
+                    return None;
+                }
+                (lo..=hi).map(Value::from).collect()
+            }
+            _ => return None,
+        }
+    };
+    (values.len() <= MOST && values.iter().all(scalar)).then_some(values)
 }
