@@ -83,6 +83,10 @@ pub struct GenerateArgs {
     /// annotation: it constrains nothing, and a warning names it).
     #[arg(long)]
     pub strict_formats: bool,
+    /// Compile a `oneOf` whose branches may overlap in ways stencil cannot exclude as `anyOf`
+    /// (a warning names it) instead of refusing the schema.
+    #[arg(long)]
+    pub oneof_as_anyof: bool,
     /// Whitespace between JSON tokens: `flexible` (up to 20 characters), `compact` (none), or
     /// a regex for it.
     #[arg(long, default_value = "flexible")]
@@ -171,6 +175,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         whitespace,
         lenient: args.lenient,
         strict_formats: args.strict_formats,
+        oneof_as_anyof: args.oneof_as_anyof,
         max_recursion: (args.max_recursion > 0).then_some(args.max_recursion),
         params,
         truncation: if args.truncation == "error" {

@@ -173,6 +173,10 @@ pub struct Options {
     /// predictable) or any order (exact for checking JSON written by others). Default
     /// [`PropertyOrder::Schema`].
     pub property_order: PropertyOrder,
+    /// Compile a `oneOf` whose branches may overlap in ways stencil cannot exclude exactly
+    /// (recursive values) as `anyOf`, with a warning naming it: a value matching several
+    /// branches is then accepted (a superset, so off by default; `lenient` implies it).
+    pub oneof_as_anyof: bool,
     /// Enforce the RFC total lengths of `hostname` (253) and `email` (254) (default on: the
     /// counters are stepped lazily, so they cost little; off accepts longer addresses).
     pub format_total_lengths: bool,
@@ -189,6 +193,7 @@ impl Default for Options {
             max_recursion: None,
             format_total_lengths: true,
             property_order: PropertyOrder::Schema,
+            oneof_as_anyof: false,
         }
     }
 }

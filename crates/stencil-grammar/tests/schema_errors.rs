@@ -219,3 +219,41 @@ fn bounded_recursion_refuses_deeper_values_only() {
         Err(GrammarError::Unsatisfiable { .. })
     ));
 }
+
+/// A `oneOf` whose branches may overlap on values open to any JSON is refused naming it;
+/// `oneof_as_anyof` compiles it as `anyOf` with a warning: a value of one branch is accepted,
+/// one of two branches too (the documented superset), one of none is not.
+#[test]
+fn oneof_as_anyof_is_an_explicit_superset() {
+    let schema = json!({"type": "object", "properties": {"d": {"type": "object", "oneOf": [
+        {"properties": {"radius": {"type": "number"}}, "required": ["radius"]},
+        {"properties": {"length": {"type": "number"}}, "required": ["length"]}
+    ]}}, "required": ["d"]});
+    match compile_schema(&schema, &Options::default()) {
+        Err(GrammarError::Unsupported {
+            keyword, pointer, ..
+        }) => assert_eq!(
+            (keyword.as_str(), pointer.as_str()),
+            ("oneOf", "#/properties/d")
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let opts = Options {
+        oneof_as_anyof: true,
+        ..Options::default()
+    };
+    let c = compile_schema(&schema, &opts).expect("compiles as anyOf");
+    assert_eq!(c.warnings.len(), 1);
+    assert!(
+        c.warnings[0].to_string().contains("compiled as anyOf"),
+        "{}",
+        c.warnings[0]
+    );
+    let g = &c.grammar;
+    let accepts =
+        |s: &str| stencil_grammar::ir::matches(&g.rule(g.start).expr, &g.rules, s.as_bytes());
+    assert!(accepts(r#"{"d": {"radius": 1}}"#));
+    assert!(accepts(r#"{"d": {"radius": 1, "length": 2}}"#));
+    assert!(!accepts(r#"{"d": {"width": 1}}"#));
+    assert!(!accepts(r#"{"d": {"radius": "1"}}"#));
+}

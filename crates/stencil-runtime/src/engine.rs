@@ -234,7 +234,7 @@ impl ChatEngine {
             return Ok((None, Vec::new()));
         }
         let key = format!(
-            "{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{}|{}|{:?}",
+            "{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{}|{}|{}|{:?}",
             reasoning.map(|r| (&r.start, &r.end)),
             req.constraint.as_ref().map(spec_key),
             serde_json::to_string(&req.tools).expect("tools serialize"),
@@ -244,6 +244,7 @@ impl ChatEngine {
             req.whitespace,
             req.lenient,
             req.strict_formats,
+            req.oneof_as_anyof,
             req.max_recursion
         );
         if let Some(hit) = self.cache_get(&key) {
@@ -258,6 +259,7 @@ impl ChatEngine {
                 FormatMode::Assert
             },
             max_recursion: req.max_recursion,
+            oneof_as_anyof: req.oneof_as_anyof,
             ..Options::generation()
         };
         let (mut grammar, warnings) = self.grammar_for(req, choice, &options)?;

@@ -118,6 +118,9 @@ pub struct ChatRequest {
     /// Refuse schemas with a `format` the compiler does not know (by default an unknown format
     /// is an annotation: it constrains nothing and is reported as a warning).
     pub strict_formats: bool,
+    /// Compile a `oneOf` whose overlap cannot be excluded as `anyOf` (a warning names it)
+    /// instead of refusing the schema.
+    pub oneof_as_anyof: bool,
     /// Recursive schemas are unrolled to this many nested levels (`None`: unbounded), so a
     /// small model that keeps nesting is made to close its values.
     pub max_recursion: Option<u32>,
@@ -143,6 +146,7 @@ impl Default for ChatRequest {
             whitespace: Whitespace::default(),
             lenient: false,
             strict_formats: false,
+            oneof_as_anyof: false,
             max_recursion: Some(DEFAULT_MAX_RECURSION),
             params: GenerateParams::default(),
             truncation: TruncationPolicy::Error,

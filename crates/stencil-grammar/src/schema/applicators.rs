@@ -251,9 +251,19 @@ impl Compiler<'_> {
                         ),
                     )
                 };
+                let as_any_of = self.opts.oneof_as_anyof || self.opts.lenient;
+                let as_any = |c: &mut Self| {
+                    c.warn(
+                        "oneOf",
+                        ptr,
+                        &format!("compiled as anyOf (oneof_as_anyof): branches may overlap on {} values, and a value matching several is accepted", TYPES[t]),
+                    );
+                    Expr::alt(live.iter().map(|e| (*e).clone()))
+                };
                 out[t] = match live.len() {
                     0 => Expr::Nothing,
                     1 => live[0].clone(),
+                    _ if live.iter().any(|e| e.has_call()) && as_any_of => as_any(self),
                     _ if live.iter().any(|e| e.has_call()) => return Err(recursive_overlap()),
                     _ => {
                         if negated.is_none() {
@@ -265,6 +275,10 @@ impl Compiler<'_> {
                         }
                         let negated = negated.as_ref().expect("built");
                         if live_ids.iter().any(|&i| negated[i][t].has_call()) {
+                            if as_any_of {
+                                out[t] = as_any(self);
+                                continue;
+                            }
                             return Err(recursive_overlap());
                         }
                         Expr::alt(live_ids.iter().map(|&i| {

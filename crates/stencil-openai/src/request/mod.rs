@@ -317,6 +317,7 @@ pub fn chat_request(body: &Value) -> Result<ValidRequest, ApiError> {
     }
     v.request.parallel_tool_calls = boolean(o, "parallel_tool_calls")?.unwrap_or(true);
     v.request.strict_formats = boolean(o, "stencil_strict_formats")?.unwrap_or(false);
+    v.request.oneof_as_anyof = boolean(o, "stencil_oneof_as_anyof")?.unwrap_or(false);
     if let Some(n) = integer(o, "stencil_max_tool_calls", 1, 64)? {
         v.request.max_tool_calls = n as u32;
     }
