@@ -409,6 +409,64 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// True if the expression (not following calls) contains a complement ([`Expr::Not`]) of
+    /// a language with strings that start with `{` or `[`: a complement of JSON objects or
+    /// arrays, which spells out every serialization of them (the costly kind; complements of
+    /// scalars are small).
+    pub fn has_structured_complement(&self) -> bool {
+        type Seen = std::collections::HashSet<*const SharedExpr>;
+        type Memo = std::collections::HashMap<*const SharedExpr, bool>;
+        fn walk(e: &Expr, seen: &mut Seen) -> bool {
+            match e {
+                Expr::Not(inner) => {
+                    may_start_with(inner, b'{', &mut Memo::new())
+                        || may_start_with(inner, b'[', &mut Memo::new())
+                }
+                Expr::Concat(v) | Expr::Alt(v) | Expr::And(v) => v.iter().any(|x| walk(x, seen)),
+                Expr::Repeat { expr, .. } => walk(expr, seen),
+                Expr::Shared(s) => seen.insert(Arc::as_ptr(s)) && walk(&s.expr, seen),
+                Expr::Object(o) => {
+                    walk(&o.extra, seen) || o.members.iter().any(|(m, _)| walk(m, seen))
+                }
+                _ => false,
+            }
+        }
+        /// Whether some string of `e` may start with byte `b` (over-approximated).
+        fn may_start_with(e: &Expr, b: u8, seen: &mut Memo) -> bool {
+            match e {
+                Expr::Empty | Expr::Nothing => false,
+                Expr::Literal(v) => v.first() == Some(&b),
+                Expr::Bytes(r) => r.iter().any(|&(lo, hi)| (lo..=hi).contains(&b)),
+                Expr::Chars(c) => b >= 0x80 || c.contains(b as char),
+                Expr::Concat(v) => {
+                    for x in v {
+                        if may_start_with(x, b, seen) {
+                            return true;
+                        }
+                        if !crate::matcher::matches(x, &[], b"") {
+                            return false;
+                        }
+                    }
+                    false
+                }
+                Expr::Alt(v) | Expr::And(v) => v.iter().any(|x| may_start_with(x, b, seen)),
+                Expr::Repeat { expr, .. } => may_start_with(expr, b, seen),
+                Expr::Shared(s) => {
+                    if let Some(&known) = seen.get(&Arc::as_ptr(s)) {
+                        return known;
+                    }
+                    let r = may_start_with(&s.expr, b, seen);
+                    seen.insert(Arc::as_ptr(s), r);
+                    r
+                }
+                Expr::Not(_) | Expr::Call(_) | Expr::Dfa(_) | Expr::Object(_) => true,
+            }
+        }
+        walk(self, &mut Seen::new())
+    }
+}
+
 /// A named rule: its body is matched when the rule is called.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {

@@ -891,7 +891,7 @@ fn property_names_with_applicators_match_the_validator() {
 }
 
 /// Negations of object schemas (`not`, `if`/`else`, `oneOf` of `required` with
-/// `not: {required}`), compiled as positive schemas, accept exactly the objects the
+/// `not: {required}`, `oneOf` of overlapping object branches), compiled as positive schemas, accept exactly the objects the
 /// `jsonschema` crate validates (members in any order), and in schema order never an invalid
 /// one.
 #[test]
@@ -915,6 +915,15 @@ fn object_negations_match_the_validator() {
             {"required": ["c"], "not": {"required": ["a", "b"]}}]}),
         json!({"anyOf": [{"not": {"required": ["a"]}}, {"required": ["b"]}]}),
         json!({"allOf": [{"not": {"required": ["a", "b"]}}, {"properties": typed}]}),
+        // `oneOf` over object branches open to any other member, told apart by `not` of
+        // the others (no complement), with and without `$ref`.
+        json!({"type": "object", "oneOf": [
+            {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+            {"properties": {"c": {"enum": ["s", "t"]}}, "required": ["c"]}]}),
+        json!({"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/q"}],
+               "$defs": {"p": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                         "q": {"properties": {"b": {"const": 1}}}}}),
     ];
     let values = [
         json!(1),

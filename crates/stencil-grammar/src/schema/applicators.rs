@@ -260,11 +260,64 @@ impl Compiler<'_> {
                     );
                     Expr::alt(live.iter().map(|e| (*e).clone()))
                 };
+                // Branches open to any JSON have no complement to subtract; each branch is
+                // then compiled with the others negated as schemas (`allOf: [A, {not: B}]`),
+                // kept only where `not` rewrote every negation of objects and arrays without a
+                // complement (a complement of such values costs intersections far past the
+                // state limit; one of scalars is small).
+                let through_not_parts = |c: &mut Self| -> Result<Expr, GrammarError> {
+                    let mut alts = Vec::with_capacity(live_ids.len());
+                    for &i in &live_ids {
+                        // The other branches' property names, declared (`true`: no
+                        // constraint) so that their negations may name them under schema
+                        // order; those members then come in declared order.
+                        let mut names = serde_json::Map::new();
+                        for &j in live_ids.iter().filter(|&&j| j != i) {
+                            let Some(b) = c.resolved(&list[j], ptr) else {
+                                continue;
+                            };
+                            for n in named_properties(&b) {
+                                names.insert(n.to_string(), Value::Bool(true));
+                            }
+                        }
+                        let mut all = vec![list[i].clone()];
+                        if !names.is_empty() {
+                            all.push(serde_json::json!({ "properties": names }));
+                        }
+                        for &j in live_ids.iter().filter(|&&j| j != i) {
+                            // The branch itself, not its `$ref`: `not` rewrites only what it
+                            // can see.
+                            let b = c.resolved(&list[j], ptr).map(|b| b.into_owned());
+                            all.push(serde_json::json!({ "not": b.unwrap_or(list[j].clone()) }));
+                        }
+                        let p = c.parts(
+                            &serde_json::json!({ "allOf": all }),
+                            &format!("{ptr}/oneOf/{i}"),
+                        )?;
+                        alts.push(p[t].clone());
+                    }
+                    Ok(Expr::alt(alts))
+                };
+                let through_not = |c: &mut Self| -> Result<Expr, GrammarError> {
+                    let (rules, warnings) = (c.rules.len(), c.warnings.len());
+                    let out = through_not_parts(c);
+                    let complement = |e: &Expr| e.has_structured_complement();
+                    if out.as_ref().map_or(true, complement)
+                        || c.rules[rules..].iter().any(|r| complement(&r.expr))
+                    {
+                        c.warnings.truncate(warnings);
+                        return Err(recursive_overlap());
+                    }
+                    out
+                };
                 out[t] = match live.len() {
                     0 => Expr::Nothing,
                     1 => live[0].clone(),
-                    _ if live.iter().any(|e| e.has_call()) && as_any_of => as_any(self),
-                    _ if live.iter().any(|e| e.has_call()) => return Err(recursive_overlap()),
+                    _ if live.iter().any(|e| e.has_call()) => match through_not(self) {
+                        Ok(e) => e,
+                        Err(_) if as_any_of => as_any(self),
+                        Err(_) => return Err(recursive_overlap()),
+                    },
                     _ => {
                         if negated.is_none() {
                             let mut v = Vec::with_capacity(list.len());
@@ -275,11 +328,12 @@ impl Compiler<'_> {
                         }
                         let negated = negated.as_ref().expect("built");
                         if live_ids.iter().any(|&i| negated[i][t].has_call()) {
-                            if as_any_of {
-                                out[t] = as_any(self);
-                                continue;
-                            }
-                            return Err(recursive_overlap());
+                            out[t] = match through_not(self) {
+                                Ok(e) => e,
+                                Err(_) if as_any_of => as_any(self),
+                                Err(_) => return Err(recursive_overlap()),
+                            };
+                            continue;
                         }
                         Expr::alt(live_ids.iter().map(|&i| {
                             let mut terms = vec![branches[i][t].clone()];
@@ -518,4 +572,14 @@ impl Compiler<'_> {
         }
         Ok(out)
     }
+}
+
+/// The property names a schema declares or requires (its own keywords only).
+fn named_properties(s: &Value) -> impl Iterator<Item = &str> {
+    let declared = s.get("properties").and_then(Value::as_object);
+    let required = s.get("required").and_then(Value::as_array);
+    declared
+        .into_iter()
+        .flat_map(|d| d.keys().map(String::as_str))
+        .chain(required.into_iter().flatten().filter_map(Value::as_str))
 }

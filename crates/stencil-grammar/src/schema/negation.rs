@@ -4,7 +4,7 @@
 //! values, has to spell out every serialization of the negated objects (members in any order,
 //! nested values to a depth): small object schemas became tens of thousands of DFA states. Two
 //! forms need no complement at all:
-//! - `not: {not: S}` is `S`;
+//! - `not: {not: S}` is `S`, and `not: {anyOf: [A, B]}` is `allOf` of the negations;
 //! - `not` of an object schema that only names `properties`, `required` and `type: object`
 //!   holds exactly when some named property is present with a value its schema rejects, or
 //!   some required name is missing (or, with `type: object`, the value is no object). That is
@@ -21,6 +21,10 @@ const NOT_OBJECT: [&str; 5] = ["null", "boolean", "number", "string", "array"];
 /// is known. The rewrite names only properties `may_name` allows (in schema order, the ones
 /// declared beside it: naming another would move it among the declared ones).
 pub(super) fn negation_of(s: &Value, may_name: impl Fn(&str) -> bool) -> Option<Value> {
+    negate(s, &may_name)
+}
+
+fn negate(s: &Value, may_name: &dyn Fn(&str) -> bool) -> Option<Value> {
     let o = s.as_object()?;
     let keys: Vec<&str> = o
         .keys()
@@ -29,6 +33,15 @@ pub(super) fn negation_of(s: &Value, may_name: impl Fn(&str) -> bool) -> Option<
         .collect();
     if keys == ["not"] {
         return Some(o["not"].clone());
+    }
+    // `not: {anyOf: [A, B]}` is `allOf: [not A, not B]` (`oneOf` merged in `allOf` arrives so).
+    if keys == ["anyOf"] {
+        let negated = o["anyOf"]
+            .as_array()?
+            .iter()
+            .map(|b| negate(b, may_name))
+            .collect::<Option<Vec<Value>>>()?;
+        return Some(json!({ "allOf": negated }));
     }
     let plain = |k: &&str| matches!(*k, "properties" | "required" | "type");
     // `required` alone is a presence rule's (its rewrite would be itself).
@@ -54,7 +67,7 @@ pub(super) fn negation_of(s: &Value, may_name: impl Fn(&str) -> bool) -> Option<
     match o.get("required") {
         None => {}
         Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
-            if !names.iter().all(|n| n.as_str().is_some_and(&may_name)) {
+            if !names.iter().all(|n| n.as_str().is_some_and(may_name)) {
                 return None;
             }
             branches.push(json!({"not": {"required": names}}))
