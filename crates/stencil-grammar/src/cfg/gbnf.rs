@@ -10,13 +10,14 @@
 //! as repetition; left recursion through other rules is refused, naming the cycle; so are undefined rules, a missing `root`, and
 //! llama.cpp's token references (`<[id]>`), which depend on one model's vocabulary.
 
-use super::{Node, RuleSet};
+use super::{Lines, Node, RuleSet};
 use crate::error::GrammarError;
 use crate::expr::{CharRanges, Grammar};
 
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    lines: Lines,
 }
 
 fn err(line: usize, message: impl Into<String>) -> GrammarError {
@@ -32,7 +33,7 @@ fn is_word(c: char) -> bool {
 
 impl<'a> Parser<'a> {
     fn line(&self) -> usize {
-        self.src[..self.pos].matches('\n').count() + 1
+        self.lines.at(self.pos)
     }
 
     fn peek(&self) -> Option<char> {
@@ -344,7 +345,12 @@ impl<'a> Parser<'a> {
 
 /// Compiles GBNF text; the output must match rule `root`.
 pub fn compile_gbnf(text: &str) -> Result<Grammar, GrammarError> {
-    let rules = Parser { src: text, pos: 0 }.rules()?;
+    let rules = Parser {
+        src: text,
+        pos: 0,
+        lines: Lines::new(text),
+    }
+    .rules()?;
     RuleSet {
         rules,
         embeds: Vec::new(),

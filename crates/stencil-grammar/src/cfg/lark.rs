@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use super::{case_insensitive, Node, RuleSet};
+use super::{case_insensitive, Lines, Node, RuleSet};
 use crate::error::{GrammarError, Warning};
 use crate::expr::CharRanges;
 use crate::regex::regex_to_expr;
@@ -154,6 +154,7 @@ fn rename_refs(n: &Node, f: &mut impl FnMut(&str) -> String) -> Node {
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    lines: Lines,
     options: &'a Options,
     defs: Vec<(String, Node, usize)>,
     ignore: Vec<Node>,
@@ -168,6 +169,7 @@ impl<'a> Parser<'a> {
         Self {
             src,
             pos: 0,
+            lines: Lines::new(src),
             options,
             defs: Vec::new(),
             ignore: Vec::new(),
@@ -178,7 +180,7 @@ impl<'a> Parser<'a> {
     }
 
     fn line(&self) -> usize {
-        self.src[..self.pos].matches('\n').count() + 1
+        self.lines.at(self.pos)
     }
 
     fn peek(&self) -> Option<char> {

@@ -47,6 +47,21 @@ impl Node {
     }
 }
 
+/// Line numbers of byte offsets in a grammar's text (for messages), found by binary search so
+/// that a long grammar is not rescanned per element.
+pub(crate) struct Lines(Vec<usize>);
+
+impl Lines {
+    pub fn new(src: &str) -> Self {
+        Self(src.match_indices('\n').map(|(i, _)| i).collect())
+    }
+
+    /// The 1-based line of byte offset `pos`.
+    pub fn at(&self, pos: usize) -> usize {
+        self.0.partition_point(|&nl| nl < pos) + 1
+    }
+}
+
 /// Parsed rules (name, body, line of the definition) and the grammars they embed.
 pub(crate) struct RuleSet {
     pub rules: Vec<(String, Node, usize)>,
