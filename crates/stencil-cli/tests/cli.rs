@@ -260,6 +260,23 @@ fn generate_with_a_lark_grammar() {
     }
     let dir = std::env::temp_dir().join(format!("stencil-lark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // A special token named by its text is the control token itself: fed to the model, not
+    // printed as text (SmolLM2's `<|im_start|>`, 1 token between 2 forced words).
+    let special = dir.join("special.lark");
+    std::fs::write(&special, "start: \"Hi\" <|im_start|> \"there\"\n").unwrap();
+    let out = stencil(&[
+        "generate",
+        "--grammar",
+        special.to_str().unwrap(),
+        "--prompt",
+        "Say hi.",
+        "--max-tokens",
+        "10",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hithere");
+    assert!(err.contains("finish_reason=stop"), "{err}");
     let bad = dir.join("bad.grammar");
     std::fs::write(&bad, "start: \"a\"\n  | %json {\"type\": 3}\n").unwrap();
     let out = stencil(&[

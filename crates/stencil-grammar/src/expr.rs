@@ -467,6 +467,22 @@ impl Expr {
     }
 }
 
+/// The byte that opens and closes a special token's name in the IR (see
+/// [`special_token_bytes`]). Never part of UTF-8 text, so no text reaches a special token and
+/// a special token is never text.
+pub const SPECIAL_TOKEN_MARK: u8 = 0xFF;
+
+/// How the IR spells the special (control) token whose text is `name` (`<|im_end|>`): the
+/// name between two [`SPECIAL_TOKEN_MARK`] bytes. The token trie gives special tokens these
+/// bytes, so a grammar allows one exactly where it names it.
+pub fn special_token_bytes(name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 2);
+    out.push(SPECIAL_TOKEN_MARK);
+    out.extend_from_slice(name.as_bytes());
+    out.push(SPECIAL_TOKEN_MARK);
+    out
+}
+
 /// A named rule: its body is matched when the rule is called.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {

@@ -7,6 +7,7 @@
 
 use crate::TokenSet;
 use regex_syntax::utf8::Utf8Sequences;
+use stencil_grammar::ir::{special_token_bytes, SPECIAL_TOKEN_MARK};
 use stencil_vocab::{TokenKind, Vocab};
 
 /// One trie node: the byte on the edge into it, the tokens that end here and where its subtree
@@ -320,10 +321,19 @@ fn plain_chars(b: &[u8], seqs: &[Vec<(u8, u8)>]) -> Option<u32> {
 
 impl TokenTrie {
     pub fn new(vocab: &Vocab) -> Self {
+        // Text tokens as their bytes, except the few holding the special-token mark (a raw
+        // byte that is never UTF-8 text); special tokens other than end-of-sequence spelled
+        // as grammars name them (`special_token_bytes`); end-of-sequence ends the output.
         let token_bytes: Vec<Vec<u8>> = (0..vocab.len() as u32)
             .map(|id| match vocab.kind(id) {
+                TokenKind::Normal if vocab.token_bytes(id).contains(&SPECIAL_TOKEN_MARK) => {
+                    Vec::new()
+                }
                 TokenKind::Normal => vocab.token_bytes(id).to_vec(),
-                TokenKind::Special => Vec::new(),
+                TokenKind::Special if vocab.is_eos(id) => Vec::new(),
+                TokenKind::Special => {
+                    special_token_bytes(&String::from_utf8_lossy(vocab.token_bytes(id)))
+                }
             })
             .collect();
         let text: Vec<u32> = (0..vocab.len() as u32)

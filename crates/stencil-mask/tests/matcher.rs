@@ -1045,3 +1045,49 @@ fn unique_items_over_finite_sets_match_the_validator() {
         }
     }
 }
+
+/// A special token named in a Lark grammar (`<tool>`) is allowed exactly there, as the control
+/// token itself; no text reaches it (a raw-byte token holding the mark byte included) and no
+/// other constraint allows it.
+#[test]
+fn named_special_tokens_are_allowed_only_where_named() {
+    let vocab = tiny_vocab_with("ab", &["<0xFF>"]);
+    let eos = vocab.eos_ids()[0];
+    let tool = eos + 1;
+    let raw_ff = (0..vocab.len() as u32)
+        .find(|&i| vocab.token_bytes(i) == [0xFF])
+        .expect("the raw byte token");
+    let id = |s: &str| token_id(&vocab, s);
+    let c = constraint(
+        ConstraintSpec::Lark("start: \"a\" <tool> \"b\"".into()),
+        &vocab,
+        Whitespace::Compact,
+    );
+    let mut m = c.matcher().expect("matcher");
+    let mut mask = TokenSet::new(vocab.len());
+    m.compute_mask(&mut mask).unwrap();
+    assert!(mask.contains(id("a")) && !mask.contains(tool) && !mask.contains(raw_ff));
+    m.commit(id("a")).unwrap();
+    m.compute_mask(&mut mask).unwrap();
+    assert_eq!(
+        mask.iter().collect::<Vec<_>>(),
+        vec![tool],
+        "only the named token"
+    );
+    m.commit(tool).unwrap();
+    m.compute_mask(&mut mask).unwrap();
+    assert!(mask.contains(id("b")) && !mask.contains(tool) && !mask.contains(eos));
+    m.commit(id("b")).unwrap();
+    assert!(m.is_accepting());
+    // Text constraints never reach it, nor the raw mark byte.
+    for spec in [
+        ConstraintSpec::Regex("(?s).*".into()),
+        ConstraintSpec::AnyJson,
+        ConstraintSpec::Lark("start: /(?s).+/".into()),
+    ] {
+        let c = constraint(spec, &vocab, Whitespace::Compact);
+        let mut m = c.matcher().expect("matcher");
+        m.compute_mask(&mut mask).unwrap();
+        assert!(!mask.contains(tool) && !mask.contains(raw_ff));
+    }
+}
