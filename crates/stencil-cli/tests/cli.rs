@@ -169,6 +169,25 @@ fn generate_with_regex_and_choice() {
     assert!(text == "yes" || text == "no", "{text:?}");
 }
 
+/// `stencil generate --grammar PATH --prompt PROMPT` with `extra` arguments: (success, stdout,
+/// stderr).
+fn generate_grammar(path: &Path, prompt: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "generate",
+        "--grammar",
+        path.to_str().unwrap(),
+        "--prompt",
+        prompt,
+    ];
+    args.extend_from_slice(extra);
+    let out = stencil(&args);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `--grammar FILE`: a recursive GBNF grammar (nested lists), sampled; the output is one
 /// complete list.
 #[test]
@@ -182,39 +201,16 @@ fn generate_with_a_gbnf_grammar() {
     )
     .unwrap();
     for seed in ["1", "2"] {
-        let out = stencil(&[
-            "generate",
-            "--grammar",
-            path.to_str().unwrap(),
-            "--prompt",
-            "A list of fruits.",
-            "--max-tokens",
-            "30",
-            "--temperature",
-            "1.0",
-            "--seed",
-            seed,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let sampled = ["--max-tokens", "30", "--temperature", "1.0", "--seed", seed];
+        let (ok, text, err) = generate_grammar(&path, "A list of fruits.", &sampled);
+        assert!(ok, "{err}");
         assert!(is_list(text.as_bytes()), "{text:?}");
     }
     let bad = dir.join("bad.gbnf");
     std::fs::write(&bad, "root ::= item\nitem ::= root \"x\"\n").unwrap();
-    let out = stencil(&[
-        "generate",
-        "--grammar",
-        bad.to_str().unwrap(),
-        "--prompt",
-        "x",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (ok, _, err) = generate_grammar(&bad, "x", &[]);
     assert!(
-        !out.status.success() && err.contains("left-recursive") && err.contains("line 1"),
+        !ok && err.contains("left-recursive") && err.contains("line 1"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -222,7 +218,8 @@ fn generate_with_a_gbnf_grammar() {
 
 /// `--grammar FILE.lark`: the Lark test set's tool call (a `%json` embed between tags),
 /// sampled; the framing is exact and the embedded value satisfies its schema under the
-/// independent validator. A Lark error names the line.
+/// independent validator. A special token named in the grammar, and a Lark error naming the
+/// line.
 #[test]
 fn generate_with_a_lark_grammar() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/grammars/tool_call.lark");
@@ -232,25 +229,10 @@ fn generate_with_a_lark_grammar() {
     let schema: serde_json::Value = serde_json::from_str(&text[start..end]).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     for seed in ["1", "2"] {
-        let out = stencil(&[
-            "generate",
-            "--grammar",
-            path.to_str().unwrap(),
-            "--prompt",
-            "Call a tool for the weather in Paris.",
-            "--max-tokens",
-            "60",
-            "--temperature",
-            "1.0",
-            "--seed",
-            seed,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let sampled = ["--max-tokens", "60", "--temperature", "1.0", "--seed", seed];
+        let (ok, text, err) =
+            generate_grammar(&path, "Call a tool for the weather in Paris.", &sampled);
+        assert!(ok, "{err}");
         let inner = text
             .strip_prefix("<tool_call>")
             .and_then(|t| t.strip_suffix("</tool_call>"))
@@ -264,33 +246,14 @@ fn generate_with_a_lark_grammar() {
     // printed as text (SmolLM2's `<|im_start|>`, 1 token between 2 forced words).
     let special = dir.join("special.lark");
     std::fs::write(&special, "start: \"Hi\" <|im_start|> \"there\"\n").unwrap();
-    let out = stencil(&[
-        "generate",
-        "--grammar",
-        special.to_str().unwrap(),
-        "--prompt",
-        "Say hi.",
-        "--max-tokens",
-        "10",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hithere");
-    assert!(err.contains("finish_reason=stop"), "{err}");
+    let (ok, text, err) = generate_grammar(&special, "Say hi.", &["--max-tokens", "10"]);
+    assert!(ok && err.contains("finish_reason=stop"), "{err}");
+    assert_eq!(text, "Hithere");
     let bad = dir.join("bad.grammar");
     std::fs::write(&bad, "start: \"a\"\n  | %json {\"type\": 3}\n").unwrap();
-    let out = stencil(&[
-        "generate",
-        "--grammar",
-        bad.to_str().unwrap(),
-        "--grammar-format",
-        "lark",
-        "--prompt",
-        "x",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (ok, _, err) = generate_grammar(&bad, "x", &["--grammar-format", "lark"]);
     assert!(
-        !out.status.success() && err.contains("Lark grammar, line 2: %json schema"),
+        !ok && err.contains("Lark grammar, line 2: %json schema"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
