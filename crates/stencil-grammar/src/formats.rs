@@ -174,10 +174,56 @@ pub(crate) fn date_time_prefix() -> String {
 }
 
 /// Formats the JSON Schema specification defines that are not checked (no regular language
-/// states them exactly: IDNs need Unicode normalization tables, `regex` a regex parser).
+/// states them exactly: IDNs need Unicode normalization tables).
 /// They stay refused: a validator may assert them, so ignoring them would accept what it
 /// rejects (unlike a custom name such as `color`, which every validator ignores).
-pub const SPEC_UNCHECKED: &[&str] = &["idn-email", "idn-hostname", "iri", "iri-reference", "regex"];
+pub const SPEC_UNCHECKED: &[&str] = &["idn-email", "idn-hostname", "iri", "iri-reference"];
+
+/// Groups nested at most this deep in a `format: "regex"` string.
+const REGEX_GROUP_DEPTH: usize = 3;
+
+/// `format: "regex"`: a practical subset of ECMA-262 regular expressions, every string of
+/// which is a valid one (a valid regex outside it is refused, never an invalid one
+/// accepted): literal characters, `.`, `^`, `$`, the common escapes (`\d \w \s \b`, `\n`,
+/// `\xHH`, `\uHHHH`, escaped syntax characters), classes with ASCII letter/digit ranges in
+/// order, groups `( )`, `(?: )`, `(?= )`, `(?! )` nested up to three deep, alternation, and
+/// quantifiers `* + ? {n} {n,} {n,m}` (with `n < m` shown by the digits) with lazy `?`.
+/// Not: backreferences, named groups, look-behind, `\0`, `\cX`, reversed or escaped ranges.
+fn regex_syntax() -> String {
+    let esc_common = r"x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|[dDwWsSfnrtv]|[\^$.|?*+()\[\]{}\\]";
+    let esc_out = format!(r"\\(?:[bB]|{esc_common})");
+    let esc_in = format!(r"\\(?:b|-|{esc_common})");
+    let mut ranges: Vec<String> = Vec::new();
+    for (lo, hi) in [('0', '9'), ('a', 'z'), ('A', 'Z')] {
+        for c in lo..=hi {
+            ranges.push(format!("{c}-[{c}-{hi}]"));
+        }
+    }
+    let single = format!(r"[^\\\]\-\[]|{esc_in}");
+    let class = format!(r"\[\^?-?(?:{}|{single})+-?\]", ranges.join("|"));
+    let mut pairs: Vec<String> = (0..10).map(|d| format!("{d},[{d}-9]")).collect();
+    pairs.push("[0-9],[1-9][0-9]{1,2}".into());
+    pairs.push("[1-9][0-9],[1-9][0-9]{2}".into());
+    let quant = format!(r"(?:[*+?]|\{{(?:[0-9]{{1,3}},?|{})\}})\??", pairs.join("|"));
+    let plain = r"[^\\^$.|?*+()\[\]{}]";
+    let mut alt = String::new();
+    for depth in 0..=REGEX_GROUP_DEPTH {
+        let groups = if depth == 0 {
+            String::new()
+        } else {
+            format!(r"|\((?:\?:)?(?:{alt})\)")
+        };
+        let look = if depth == 0 {
+            String::new()
+        } else {
+            format!(r"|\(\?[=!](?:{alt})\)")
+        };
+        let atom = format!(r"(?:{plain}|\.|{class}|{esc_out}{groups})");
+        let term = format!(r"(?:[\^$]{look}|{atom}(?:{quant})?)");
+        alt = format!(r"{term}*(?:\|{term}*)*");
+    }
+    format!("^(?:{alt})$")
+}
 
 /// The regex for a known format, or `None` if the format is unknown.
 pub fn format_regex(name: &str) -> Option<String> {
@@ -209,6 +255,7 @@ pub fn format_regex(name: &str) -> Option<String> {
         "uuid" => {
             "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$".into()
         }
+        "regex" => regex_syntax(),
         "uri" => format!("^[A-Za-z][A-Za-z0-9+.-]*:{}$", uri_rest(true)),
         "uri-reference" => format!(
             "^(?:[A-Za-z][A-Za-z0-9+.-]*:{}|{})$",

@@ -1091,3 +1091,72 @@ fn named_special_tokens_are_allowed_only_where_named() {
         assert!(!mask.contains(tool) && !mask.contains(raw_ff));
     }
 }
+
+/// `format: "regex"` is a subset of ECMA-262 regexes: everything it accepts the `jsonschema`
+/// crate (asserting formats) accepts too, common valid patterns are in it, and invalid ones
+/// (unclosed groups or classes, nothing to repeat, reversed ranges or counts) are not.
+#[test]
+fn regex_format_is_a_subset_of_valid_regexes() {
+    let vocab = tiny_vocab("a");
+    let schema = json!({"type": "string", "format": "regex"});
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("valid schema");
+    let c = constraint(
+        ConstraintSpec::JsonSchema(schema.clone()),
+        &vocab,
+        Whitespace::Compact,
+    );
+    let accepts = |s: &str| {
+        let text = json!(s).to_string();
+        c.matcher()
+            .and_then(|mut m| m.accepts_after(text.as_bytes()))
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    };
+    let inside = [
+        "",
+        "([abc])+\\s+$",
+        "^[a-z0-9_-]{3,16}$",
+        "^\\d{1,3}(\\.\\d{1,3}){3}$",
+        "a|b|",
+        "(?:x)*?",
+        "[^\\]]",
+        "((a|b)c)?",
+        "(?=a)b(?!c)",
+        "a{2,10}",
+        "a{0,}",
+        "[-+]?[0-9]*\\.?[0-9]+",
+        "é+\\u00e9\\x41",
+        "^https?://[A-Za-z.]+/$",
+        "\\bword\\B",
+        "[\\w\\-.]+@",
+    ];
+    let invalid = [
+        "^(abc]", "(", ")", "[a", "a{3,1}", "[z-a]", "*a", "a**", "a{2,1}", "\\", "(?", "?",
+    ];
+    for s in inside {
+        assert!(accepts(s), "{s:?} should be in the subset");
+    }
+    for s in invalid {
+        assert!(!accepts(s), "{s:?} is not a valid regex");
+        assert!(!validator.is_valid(&json!(s)), "the validator takes {s:?}");
+    }
+    // Soundness on everything tried: accepted implies valid.
+    let mut tried = 0;
+    for s in inside.iter().chain(&invalid).copied().chain([
+        "(?<=a)b",
+        "(?<n>a)\\k<n>",
+        "\\1",
+        "[\\d-z]",
+        "a{,3}",
+        "\\cA",
+        "x{1000}",
+    ]) {
+        if accepts(s) {
+            assert!(validator.is_valid(&json!(s)), "{s:?} accepted but invalid");
+            tried += 1;
+        }
+    }
+    assert!(tried >= inside.len());
+}
