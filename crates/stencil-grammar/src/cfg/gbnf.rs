@@ -7,17 +7,16 @@
 //! inside parentheses (or where the next line continues it with `|`). Characters are Unicode
 //! scalar values written as UTF-8. Rules that are not part of a cycle are inlined; recursive
 //! ones become rule calls. Direct left recursion (`expr ::= expr "+" term | term`) is rewritten
-//! as repetition; left recursion through other rules is refused, naming the cycle; so are undefined rules, a missing `root`, and
-//! llama.cpp's token references (`<[id]>`), which depend on one model's vocabulary.
+//! as repetition; left recursion through other rules is refused, naming the cycle; so are
+//! undefined rules, a missing `root`, and llama.cpp's token references (`<[id]>`), which
+//! depend on one model's vocabulary.
 
-use super::{Lines, Node, RuleSet};
+use super::{Cursor, Node, RuleSet};
 use crate::error::GrammarError;
 use crate::expr::{CharRanges, Grammar};
 
 struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-    lines: Lines,
+    cur: Cursor<'a>,
 }
 
 fn err(line: usize, message: impl Into<String>) -> GrammarError {
@@ -32,78 +31,35 @@ fn is_word(c: char) -> bool {
 }
 
 impl<'a> Parser<'a> {
-    fn line(&self) -> usize {
-        self.lines.at(self.pos)
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.src[self.pos..].chars().next()
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += c.len_utf8();
-        Some(c)
-    }
-
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
     /// Skips blanks and comments; newlines too when `newlines`.
     fn space(&mut self, newlines: bool) {
-        while let Some(c) = self.peek() {
+        while let Some(c) = self.cur.peek() {
             match c {
-                ' ' | '\t' => self.pos += 1,
-                '\r' | '\n' if newlines => self.pos += 1,
-                '#' => {
-                    while self.peek().is_some_and(|c| c != '\n') {
-                        self.bump();
-                    }
-                }
+                ' ' | '\t' => self.cur.pos += 1,
+                '\r' | '\n' if newlines => self.cur.pos += 1,
+                '#' => self.cur.skip_line(),
                 _ => return,
             }
         }
     }
 
     fn name(&mut self) -> Option<&'a str> {
-        let start = self.pos;
-        while self.peek().is_some_and(is_word) {
-            self.pos += 1;
+        let start = self.cur.pos;
+        while self.cur.peek().is_some_and(is_word) {
+            self.cur.pos += 1;
         }
-        (self.pos > start).then(|| &self.src[start..self.pos])
-    }
-
-    fn hex(&mut self, digits: usize) -> Result<char, GrammarError> {
-        let line = self.line();
-        let text = self.rest().get(..digits).unwrap_or("");
-        let value = (text.len() == digits && text.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u32::from_str_radix(text, 16).ok())
-            .flatten()
-            .ok_or_else(|| {
-                err(
-                    line,
-                    format!("expected {digits} hex digits after the escape, found {text:?}"),
-                )
-            })?;
-        self.pos += digits;
-        char::from_u32(value).ok_or_else(|| {
-            err(
-                line,
-                format!("\\u{{{value:X}}} is not a Unicode scalar value"),
-            )
-        })
+        (self.cur.pos > start).then(|| &self.cur.src[start..self.cur.pos])
     }
 
     /// One character of a literal or class, escapes decoded.
     fn char(&mut self) -> Result<char, GrammarError> {
-        let line = self.line();
-        match self.bump() {
+        let line = self.cur.line();
+        match self.cur.bump() {
             None => Err(err(line, "unexpected end of grammar")),
-            Some('\\') => match self.bump() {
-                Some('x') => self.hex(2),
-                Some('u') => self.hex(4),
-                Some('U') => self.hex(8),
+            Some('\\') => match self.cur.bump() {
+                Some('x') => self.cur.hex(2).map_err(|m| err(line, m)),
+                Some('u') => self.cur.hex(4).map_err(|m| err(line, m)),
+                Some('U') => self.cur.hex(8).map_err(|m| err(line, m)),
                 Some('t') => Ok('\t'),
                 Some('r') => Ok('\r'),
                 Some('n') => Ok('\n'),
@@ -116,12 +72,12 @@ impl<'a> Parser<'a> {
     }
 
     fn literal(&mut self) -> Result<Node, GrammarError> {
-        let line = self.line();
+        let line = self.cur.line();
         let mut s = String::new();
         loop {
-            match self.peek() {
+            match self.cur.peek() {
                 Some('"') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     return Ok(Node::Literal(s));
                 }
                 None | Some('\n') => return Err(err(line, "unterminated string literal")),
@@ -131,27 +87,28 @@ impl<'a> Parser<'a> {
     }
 
     fn class(&mut self) -> Result<Node, GrammarError> {
-        let line = self.line();
-        let negated = self.rest().starts_with('^');
+        let line = self.cur.line();
+        let negated = self.cur.rest().starts_with('^');
         if negated {
-            self.pos += 1;
+            self.cur.pos += 1;
         }
         let mut ranges = Vec::new();
         loop {
-            match self.peek() {
+            match self.cur.peek() {
                 Some(']') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     break;
                 }
                 None | Some('\n') => return Err(err(line, "unterminated character class")),
                 _ => {
                     let lo = self.char()?;
-                    let hi = if self.rest().starts_with('-') && !self.rest().starts_with("-]") {
-                        self.pos += 1;
-                        self.char()?
-                    } else {
-                        lo
-                    };
+                    let hi =
+                        if self.cur.rest().starts_with('-') && !self.cur.rest().starts_with("-]") {
+                            self.cur.pos += 1;
+                            self.char()?
+                        } else {
+                            lo
+                        };
                     if hi < lo {
                         return Err(err(
                             line,
@@ -168,14 +125,10 @@ impl<'a> Parser<'a> {
 
     /// `{m}`, `{m,}` or `{m,n}` after `{`.
     fn bounds(&mut self) -> Result<(u32, Option<u32>), GrammarError> {
-        let line = self.line();
+        let line = self.cur.line();
         let number = |p: &mut Self| {
             p.space(false);
-            let start = p.pos;
-            while p.peek().is_some_and(|c| c.is_ascii_digit()) {
-                p.pos += 1;
-            }
-            let text = &p.src[start..p.pos];
+            let text = p.cur.digits();
             p.space(false);
             match text {
                 "" => Ok(None),
@@ -186,11 +139,11 @@ impl<'a> Parser<'a> {
             }
         };
         let min = number(self)?.ok_or_else(|| err(line, "expected a number after `{`"))?;
-        let max = match self.bump() {
+        let max = match self.cur.bump() {
             Some('}') => Some(min),
             Some(',') => {
                 let max = number(self)?;
-                if self.bump() != Some('}') {
+                if self.cur.bump() != Some('}') {
                     return Err(err(line, "expected `}` to close the repetition"));
                 }
                 max
@@ -213,25 +166,25 @@ impl<'a> Parser<'a> {
     fn sequence(&mut self, nested: bool) -> Result<Node, GrammarError> {
         let mut items: Vec<Node> = Vec::new();
         loop {
-            let line = self.line();
-            let item = match self.peek() {
+            let line = self.cur.line();
+            let item = match self.cur.peek() {
                 Some('"') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     self.literal()?
                 }
                 Some('[') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     self.class()?
                 }
                 Some('.') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     Node::Chars(CharRanges::all())
                 }
                 Some('(') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     self.space(true);
                     let inner = self.alternates(true)?;
-                    if self.bump() != Some(')') {
+                    if self.cur.bump() != Some(')') {
                         return Err(err(line, "expected `)`"));
                     }
                     inner
@@ -243,7 +196,7 @@ impl<'a> Parser<'a> {
                     let Some(last) = items.pop() else {
                         return Err(err(line, "a repetition operator needs something before it"));
                     };
-                    let (min, max) = match self.bump() {
+                    let (min, max) = match self.cur.bump() {
                         Some('*') => (0, None),
                         Some('+') => (1, None),
                         Some('?') => (0, Some(1)),
@@ -252,16 +205,16 @@ impl<'a> Parser<'a> {
                     Node::Repeat(Box::new(last), min, max)
                 }
                 Some(c) if is_word(c) => {
-                    let save = self.pos;
+                    let save = self.cur.pos;
                     let name = self.name().unwrap_or_default();
                     // A name followed by `::=` starts the next rule.
-                    let after = self.pos;
+                    let after = self.cur.pos;
                     self.space(true);
-                    if self.rest().starts_with("::=") {
-                        self.pos = save;
+                    if self.cur.rest().starts_with("::=") {
+                        self.cur.pos = save;
                         break;
                     }
-                    self.pos = after;
+                    self.cur.pos = after;
                     Node::Ref(name.to_string(), line)
                 }
                 _ => break,
@@ -279,15 +232,15 @@ impl<'a> Parser<'a> {
     fn alternates(&mut self, nested: bool) -> Result<Node, GrammarError> {
         let mut alts = vec![self.sequence(nested)?];
         loop {
-            let save = self.pos;
+            let save = self.cur.pos;
             // Outside parentheses a `|` may continue the rule on the next line.
             self.space(true);
-            if self.peek() == Some('|') {
-                self.pos += 1;
+            if self.cur.peek() == Some('|') {
+                self.cur.pos += 1;
                 self.space(true);
                 alts.push(self.sequence(nested)?);
             } else {
-                self.pos = save;
+                self.cur.pos = save;
                 break;
             }
         }
@@ -302,35 +255,35 @@ impl<'a> Parser<'a> {
         let mut out: Vec<(String, Node, usize)> = Vec::new();
         loop {
             self.space(true);
-            if self.peek().is_none() {
+            if self.cur.peek().is_none() {
                 return Ok(out);
             }
-            let line = self.line();
+            let line = self.cur.line();
             let name = self.name().ok_or_else(|| {
                 err(
                     line,
                     format!(
                         "expected a rule name, found {:?}",
-                        self.rest().chars().take(20).collect::<String>()
+                        self.cur.rest().chars().take(20).collect::<String>()
                     ),
                 )
             })?;
             self.space(false);
-            if !self.rest().starts_with("::=") {
+            if !self.cur.rest().starts_with("::=") {
                 return Err(err(
                     line,
                     format!("expected `::=` after rule name `{name}`"),
                 ));
             }
-            self.pos += 3;
+            self.cur.pos += 3;
             self.space(true);
             let body = self.alternates(false)?;
             self.space(false);
-            match self.peek() {
+            match self.cur.peek() {
                 None | Some('\n' | '\r') => {}
                 Some(c) => {
                     return Err(err(
-                        self.line(),
+                        self.cur.line(),
                         format!("unexpected {c:?} in rule `{name}`"),
                     ))
                 }
@@ -346,9 +299,7 @@ impl<'a> Parser<'a> {
 /// Compiles GBNF text; the output must match rule `root`.
 pub fn compile_gbnf(text: &str) -> Result<Grammar, GrammarError> {
     let rules = Parser {
-        src: text,
-        pos: 0,
-        lines: Lines::new(text),
+        cur: Cursor::new(text),
     }
     .rules()?;
     RuleSet {

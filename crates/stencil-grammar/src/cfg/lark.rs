@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 
-use super::{case_insensitive, Lines, Node, RuleSet};
+use super::{case_insensitive, Cursor, Node, RuleSet};
 use crate::error::{GrammarError, Warning};
 use crate::expr::CharRanges;
 use crate::regex::regex_to_expr;
@@ -155,9 +155,7 @@ fn rename_refs(n: &Node, f: &mut impl FnMut(&str) -> String) -> Node {
 }
 
 struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-    lines: Lines,
+    cur: Cursor<'a>,
     options: &'a Options,
     defs: Vec<(String, Node, usize)>,
     ignore: Vec<Node>,
@@ -170,9 +168,7 @@ struct Parser<'a> {
 impl<'a> Parser<'a> {
     fn new(src: &'a str, options: &'a Options) -> Self {
         Self {
-            src,
-            pos: 0,
-            lines: Lines::new(src),
+            cur: Cursor::new(src),
             options,
             defs: Vec::new(),
             ignore: Vec::new(),
@@ -182,84 +178,54 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn line(&self) -> usize {
-        self.lines.at(self.pos)
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.rest().chars().next()
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += c.len_utf8();
-        Some(c)
-    }
-
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        let yes = self.rest().starts_with(s);
-        if yes {
-            self.pos += s.len();
-        }
-        yes
-    }
-
     /// Skips blanks and comments; newlines too when `newlines`.
     fn space(&mut self, newlines: bool) {
-        while let Some(c) = self.peek() {
+        while let Some(c) = self.cur.peek() {
             match c {
-                ' ' | '\t' => self.pos += 1,
-                '\r' | '\n' if newlines => self.pos += 1,
-                '#' => self.skip_line(),
-                '/' if self.rest().starts_with("//") => self.skip_line(),
+                ' ' | '\t' => self.cur.pos += 1,
+                '\r' | '\n' if newlines => self.cur.pos += 1,
+                '#' => self.cur.skip_line(),
+                '/' if self.cur.rest().starts_with("//") => self.cur.skip_line(),
                 _ => return,
             }
         }
     }
 
-    fn skip_line(&mut self) {
-        while self.peek().is_some_and(|c| c != '\n') {
-            self.bump();
-        }
-    }
-
     fn name(&mut self) -> Option<&'a str> {
-        let start = self.pos;
+        let start = self.cur.pos;
         if self
+            .cur
             .peek()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         {
             while self
+                .cur
                 .peek()
                 .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                self.pos += 1;
+                self.cur.pos += 1;
             }
         }
-        (self.pos > start).then(|| &self.src[start..self.pos])
+        (self.cur.pos > start).then(|| &self.cur.src[start..self.cur.pos])
     }
 
     /// The rest of the current line must be blank (or a comment).
     fn end_of_line(&mut self, what: &str) -> Result<(), GrammarError> {
         self.space(false);
-        match self.peek() {
+        match self.cur.peek() {
             None | Some('\n' | '\r') => Ok(()),
-            Some(c) => Err(err(self.line(), format!("unexpected {c:?} in {what}"))),
+            Some(c) => Err(err(self.cur.line(), format!("unexpected {c:?} in {what}"))),
         }
     }
 
     fn definitions(&mut self) -> Result<(), GrammarError> {
         loop {
             self.space(true);
-            let line = self.line();
-            if self.peek().is_none() {
+            let line = self.cur.line();
+            if self.cur.peek().is_none() {
                 return Ok(());
             }
-            if self.eat("%") {
+            if self.cur.eat("%") {
                 let word = self.name().unwrap_or_default();
                 self.space(false);
                 match word {
@@ -281,19 +247,19 @@ impl<'a> Parser<'a> {
                 continue;
             }
             // Modifiers: `?rule` (inline) and `!rule` (keep tokens) shape trees only.
-            if matches!(self.peek(), Some('?' | '!')) {
-                self.pos += 1;
+            if matches!(self.cur.peek(), Some('?' | '!')) {
+                self.cur.pos += 1;
             }
             let name = self.name().ok_or_else(|| {
                 err(
                     line,
                     format!(
                         "expected a rule or terminal name, found {:?}",
-                        self.rest().chars().take(20).collect::<String>()
+                        self.cur.rest().chars().take(20).collect::<String>()
                     ),
                 )
             })?;
-            if self.peek() == Some('{') {
+            if self.cur.peek() == Some('{') {
                 return Err(err(
                     line,
                     format!(
@@ -302,20 +268,17 @@ impl<'a> Parser<'a> {
                 ));
             }
             // Priority `.N`.
-            if self.eat(".") {
-                self.eat("-");
-                if !self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            if self.cur.eat(".") {
+                self.cur.eat("-");
+                if self.cur.digits().is_empty() {
                     return Err(err(
                         line,
                         format!("expected a priority number after `{name}.`"),
                     ));
                 }
-                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
-                    self.pos += 1;
-                }
             }
             self.space(false);
-            if !self.eat(":") {
+            if !self.cur.eat(":") {
                 return Err(err(line, format!("expected `:` after `{name}`")));
             }
             self.space(false);
@@ -330,9 +293,9 @@ impl<'a> Parser<'a> {
 
     /// `%import common.NAME [-> ALIAS]` or `%import common (A, B)`, after `%import`.
     fn import(&mut self, line: usize) -> Result<(), GrammarError> {
-        let start = self.pos;
-        self.skip_line();
-        let text = self.src[start..self.pos]
+        let start = self.cur.pos;
+        self.cur.skip_line();
+        let text = self.cur.src[start..self.cur.pos]
             .split("//")
             .next()
             .unwrap_or("")
@@ -375,13 +338,13 @@ impl<'a> Parser<'a> {
     fn alternates(&mut self, nested: bool, in_rule: bool) -> Result<Node, GrammarError> {
         let mut alts = vec![self.sequence(nested, in_rule)?];
         loop {
-            let save = self.pos;
+            let save = self.cur.pos;
             self.space(true);
-            if self.eat("|") {
+            if self.cur.eat("|") {
                 self.space(nested);
                 alts.push(self.sequence(nested, in_rule)?);
             } else {
-                self.pos = save;
+                self.cur.pos = save;
                 return Ok(Node::alt(alts));
             }
         }
@@ -391,7 +354,7 @@ impl<'a> Parser<'a> {
         let mut items: Vec<Node> = Vec::new();
         loop {
             self.space(nested);
-            let line = self.line();
+            let line = self.cur.line();
             let ignorable = |n: Node| {
                 if in_rule {
                     Node::Seq(vec![Node::Ref(IGNORE.into(), line), n])
@@ -399,37 +362,37 @@ impl<'a> Parser<'a> {
                     n
                 }
             };
-            let item = match self.peek() {
+            let item = match self.cur.peek() {
                 Some('"') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     let lit = self.literal()?;
                     ignorable(lit)
                 }
                 Some('/') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     let re = self.regex()?;
                     ignorable(re)
                 }
                 Some('(') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     let inner = self.alternates(true, in_rule)?;
                     self.space(true);
-                    if !self.eat(")") {
-                        return Err(err(self.line(), "expected `)`"));
+                    if !self.cur.eat(")") {
+                        return Err(err(self.cur.line(), "expected `)`"));
                     }
                     inner
                 }
                 Some('[') => {
-                    self.pos += 1;
+                    self.cur.pos += 1;
                     let inner = self.alternates(true, in_rule)?;
                     self.space(true);
-                    if !self.eat("]") {
-                        return Err(err(self.line(), "expected `]`"));
+                    if !self.cur.eat("]") {
+                        return Err(err(self.cur.line(), "expected `]`"));
                     }
                     Node::Repeat(Box::new(inner), 0, Some(1))
                 }
-                Some('%') if self.rest().starts_with("%json") => {
-                    self.pos += "%json".len();
+                Some('%') if self.cur.rest().starts_with("%json") => {
+                    self.cur.pos += "%json".len();
                     let json = self.json(line)?;
                     ignorable(json)
                 }
@@ -437,9 +400,9 @@ impl<'a> Parser<'a> {
                     let special = self.special_token(line)?;
                     ignorable(special)
                 }
-                Some('-') if self.rest().starts_with("->") => {
+                Some('-') if self.cur.rest().starts_with("->") => {
                     // An alias names the tree node only.
-                    self.pos += 2;
+                    self.cur.pos += 2;
                     self.space(false);
                     self.name()
                         .ok_or_else(|| err(line, "expected a name after `->`"))?;
@@ -450,7 +413,7 @@ impl<'a> Parser<'a> {
                     let Some(last) = items.pop() else {
                         return Err(err(line, "a repetition operator needs something before it"));
                     };
-                    let (min, max) = match self.bump() {
+                    let (min, max) = match self.cur.bump() {
                         Some('?') => (0, Some(1)),
                         Some('*') => (0, None),
                         Some('+') => (1, None),
@@ -459,16 +422,16 @@ impl<'a> Parser<'a> {
                     Node::Repeat(Box::new(last), min, max)
                 }
                 Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                    let save = self.pos;
+                    let save = self.cur.pos;
                     let name = self.name().unwrap_or_default();
                     // A name followed by `:` (or `.N:`) starts the next definition.
-                    let after = self.pos;
+                    let after = self.cur.pos;
                     self.space(false);
-                    if self.peek() == Some(':') || self.rest().starts_with('.') {
-                        self.pos = save;
+                    if self.cur.peek() == Some(':') || self.cur.rest().starts_with('.') {
+                        self.cur.pos = save;
                         break;
                     }
-                    self.pos = after;
+                    self.cur.pos = after;
                     let r = Node::Ref(name.to_string(), line);
                     if is_terminal(name) {
                         ignorable(r)
@@ -487,16 +450,17 @@ impl<'a> Parser<'a> {
     fn tilde_bounds(&mut self, line: usize) -> Result<(u32, Option<u32>), GrammarError> {
         self.space(false);
         let number = |p: &mut Self| {
-            let start = p.pos;
-            while p.peek().is_some_and(|c| c.is_ascii_digit()) {
-                p.pos += 1;
-            }
-            p.src[start..p.pos]
+            p.cur
+                .digits()
                 .parse::<u32>()
                 .map_err(|_| err(line, "expected a count after `~` (`x ~ 3` or `x ~ 2..5`)"))
         };
         let min = number(self)?;
-        let max = if self.eat("..") { number(self)? } else { min };
+        let max = if self.cur.eat("..") {
+            number(self)?
+        } else {
+            min
+        };
         if max < min {
             return Err(err(
                 line,
@@ -509,7 +473,7 @@ impl<'a> Parser<'a> {
     /// A special token named by its text, `<|im_end|>` (llguidance's syntax): the control
     /// token itself, never its text spelled with ordinary tokens.
     fn special_token(&mut self, line: usize) -> Result<Node, GrammarError> {
-        let rest = self.rest();
+        let rest = self.cur.rest();
         let end = rest
             .find('>')
             .filter(|&e| !rest[..e].contains(char::is_whitespace))
@@ -521,7 +485,7 @@ impl<'a> Parser<'a> {
                 format!("`{name}` names a token by id, which depends on one model's vocabulary; name it by its text, like `<|im_end|>`"),
             ));
         }
-        self.pos += name.len();
+        self.cur.pos += name.len();
         Ok(Node::Expr(crate::expr::Expr::Literal(
             crate::expr::special_token_bytes(name),
         )))
@@ -529,10 +493,10 @@ impl<'a> Parser<'a> {
 
     /// A string literal after its opening quote, with an optional `i` flag or `.."z"` range.
     fn literal(&mut self) -> Result<Node, GrammarError> {
-        let line = self.line();
+        let line = self.cur.line();
         let s = self.string_body(line)?;
-        if self.eat("..") {
-            if !self.eat("\"") {
+        if self.cur.eat("..") {
+            if !self.cur.eat("\"") {
                 return Err(err(line, "expected a one-character string after `..`"));
             }
             let hi = self.string_body(line)?;
@@ -547,10 +511,10 @@ impl<'a> Parser<'a> {
                 )),
             };
         }
-        if self.rest().starts_with('i')
-            && !self.rest()[1..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        if self.cur.rest().starts_with('i')
+            && !self.cur.rest()[1..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
         {
-            self.pos += 1;
+            self.cur.pos += 1;
             return Ok(case_insensitive(&s));
         }
         Ok(Node::Literal(s))
@@ -560,23 +524,15 @@ impl<'a> Parser<'a> {
     fn string_body(&mut self, line: usize) -> Result<String, GrammarError> {
         let mut s = String::new();
         loop {
-            match self.bump() {
+            match self.cur.bump() {
                 Some('"') => return Ok(s),
                 None | Some('\n') => return Err(err(line, "unterminated string literal")),
                 Some('\\') => {
                     let c = self
+                        .cur
                         .bump()
                         .ok_or_else(|| err(line, "unterminated string literal"))?;
-                    let hex = |p: &mut Self, n: usize| -> Result<char, GrammarError> {
-                        let text = p.rest().get(..n).unwrap_or("");
-                        let v = (text.len() == n && text.bytes().all(|b| b.is_ascii_hexdigit()))
-                            .then(|| u32::from_str_radix(text, 16).ok())
-                            .flatten()
-                            .and_then(char::from_u32)
-                            .ok_or_else(|| err(line, format!("bad escape: expected {n} hex digits of a Unicode scalar value, found {text:?}")))?;
-                        p.pos += n;
-                        Ok(v)
-                    };
+                    let mut hex = |n| self.cur.hex(n).map_err(|m| err(line, m));
                     match c {
                         'n' => s.push('\n'),
                         't' => s.push('\t'),
@@ -587,9 +543,9 @@ impl<'a> Parser<'a> {
                         'b' => s.push('\x08'),
                         '0' => s.push('\0'),
                         '\\' | '"' | '\'' => s.push(c),
-                        'x' => s.push(hex(self, 2)?),
-                        'u' => s.push(hex(self, 4)?),
-                        'U' => s.push(hex(self, 8)?),
+                        'x' => s.push(hex(2)?),
+                        'u' => s.push(hex(4)?),
+                        'U' => s.push(hex(8)?),
                         // Python keeps an unknown escape as written.
                         other => {
                             s.push('\\');
@@ -604,13 +560,13 @@ impl<'a> Parser<'a> {
 
     /// A regex terminal after its opening `/`, with its flags.
     fn regex(&mut self) -> Result<Node, GrammarError> {
-        let line = self.line();
+        let line = self.cur.line();
         let mut re = String::new();
         loop {
-            match self.bump() {
+            match self.cur.bump() {
                 Some('/') => break,
                 None | Some('\n') => return Err(err(line, "unterminated regex (`/…/`)")),
-                Some('\\') => match self.bump() {
+                Some('\\') => match self.cur.bump() {
                     Some('/') => re.push('/'),
                     Some('\n') | None => return Err(err(line, "unterminated regex (`/…/`)")),
                     Some(c) => {
@@ -622,7 +578,7 @@ impl<'a> Parser<'a> {
             }
         }
         let mut flags = String::new();
-        while let Some(c) = self.peek().filter(|c| c.is_ascii_alphabetic()) {
+        while let Some(c) = self.cur.peek().filter(|c| c.is_ascii_alphabetic()) {
             match c {
                 'i' | 'm' | 's' | 'x' => flags.push(c),
                 'l' | 'u' => {}
@@ -633,7 +589,7 @@ impl<'a> Parser<'a> {
                     ))
                 }
             }
-            self.pos += 1;
+            self.cur.pos += 1;
         }
         let full = if flags.is_empty() {
             re.clone()
@@ -654,7 +610,7 @@ impl<'a> Parser<'a> {
     fn json(&mut self, line: usize) -> Result<Node, GrammarError> {
         self.space(true);
         let mut values =
-            serde_json::Deserializer::from_str(self.rest()).into_iter::<serde_json::Value>();
+            serde_json::Deserializer::from_str(self.cur.rest()).into_iter::<serde_json::Value>();
         let schema = match values.next() {
             Some(Ok(v)) => v,
             Some(Err(e)) => {
@@ -670,7 +626,7 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
-        self.pos += values.byte_offset();
+        self.cur.pos += values.byte_offset();
         let compiled = compile_schema(&schema, self.options)
             .map_err(|e| err(line, format!("%json schema: {e}")))?;
         self.warnings.extend(compiled.warnings);

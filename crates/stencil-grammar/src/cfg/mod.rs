@@ -47,18 +47,81 @@ impl Node {
     }
 }
 
-/// Line numbers of byte offsets in a grammar's text (for messages), found by binary search so
-/// that a long grammar is not rescanned per element.
-pub(crate) struct Lines(Vec<usize>);
+/// A position in a grammar's text, with what both parsers read it by: characters, fixed
+/// strings, digit runs, hex escapes and line numbers (found by binary search over the line
+/// starts, so that a long grammar is not rescanned per element).
+pub(crate) struct Cursor<'a> {
+    pub src: &'a str,
+    pub pos: usize,
+    line_ends: Vec<usize>,
+}
 
-impl Lines {
-    pub fn new(src: &str) -> Self {
-        Self(src.match_indices('\n').map(|(i, _)| i).collect())
+impl<'a> Cursor<'a> {
+    pub fn new(src: &'a str) -> Self {
+        Self {
+            src,
+            pos: 0,
+            line_ends: src.match_indices('\n').map(|(i, _)| i).collect(),
+        }
     }
 
-    /// The 1-based line of byte offset `pos`.
-    pub fn at(&self, pos: usize) -> usize {
-        self.0.partition_point(|&nl| nl < pos) + 1
+    /// The 1-based line of the current position.
+    pub fn line(&self) -> usize {
+        self.line_ends.partition_point(|&nl| nl < self.pos) + 1
+    }
+
+    pub fn rest(&self) -> &'a str {
+        &self.src[self.pos..]
+    }
+
+    pub fn peek(&self) -> Option<char> {
+        self.rest().chars().next()
+    }
+
+    pub fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    /// Steps over `s` if the text continues with it.
+    pub fn eat(&mut self, s: &str) -> bool {
+        let yes = self.rest().starts_with(s);
+        if yes {
+            self.pos += s.len();
+        }
+        yes
+    }
+
+    /// Steps to the end of the line (not over its newline).
+    pub fn skip_line(&mut self) {
+        while self.peek().is_some_and(|c| c != '\n') {
+            self.bump();
+        }
+    }
+
+    /// The ASCII digits here (possibly none), stepped over.
+    pub fn digits(&mut self) -> &'a str {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        &self.src[start..self.pos]
+    }
+
+    /// The character of the `digits` hex digits here (after `\x`, `\u`, `\U`), stepped over;
+    /// the error says what is wrong.
+    pub fn hex(&mut self, digits: usize) -> Result<char, String> {
+        let text = self.rest().get(..digits).unwrap_or("");
+        let value = (text.len() == digits && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(text, 16).ok())
+            .flatten()
+            .ok_or_else(|| {
+                format!("expected {digits} hex digits after the escape, found {text:?}")
+            })?;
+        self.pos += digits;
+        char::from_u32(value)
+            .ok_or_else(|| format!("\\u{{{value:X}}} is not a Unicode scalar value"))
     }
 }
 
@@ -345,19 +408,21 @@ pub(crate) fn case_insensitive(s: &str) -> Node {
     Node::Seq(
         s.chars()
             .map(|c| {
+                // A case mapping to several characters (`ß` -> `SS`) is no single-character
+                // variant.
                 let mut set: Vec<(char, char)> = vec![(c, c)];
-                set.extend(
-                    c.to_lowercase()
-                        .filter(|_| c.to_lowercase().count() == 1)
-                        .map(|l| (l, l)),
-                );
-                set.extend(
-                    c.to_uppercase()
-                        .filter(|_| c.to_uppercase().count() == 1)
-                        .map(|u| (u, u)),
-                );
+                set.extend(one_char(c.to_lowercase()).map(|l| (l, l)));
+                set.extend(one_char(c.to_uppercase()).map(|u| (u, u)));
                 Node::Chars(CharRanges::new(set))
             })
             .collect(),
     )
+}
+
+/// The only item of `chars`, if it has exactly one.
+fn one_char(mut chars: impl Iterator<Item = char>) -> Option<char> {
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => Some(c),
+        _ => None,
+    }
 }

@@ -266,30 +266,29 @@ impl Compiler<'_> {
                 // complement (a complement of such values costs intersections far past the
                 // state limit; one of scalars is small).
                 let through_not_parts = |c: &mut Self| -> Result<Expr, GrammarError> {
+                    // Each branch as `not` will see it: itself, not its `$ref`.
+                    let seen: Vec<Value> = live_ids
+                        .iter()
+                        .map(|&j| {
+                            c.resolved(&list[j], ptr)
+                                .map_or_else(|| list[j].clone(), |b| b.into_owned())
+                        })
+                        .collect();
                     let mut alts = Vec::with_capacity(live_ids.len());
-                    for &i in &live_ids {
+                    for (k, &i) in live_ids.iter().enumerate() {
+                        let others = || seen.iter().enumerate().filter(move |&(o, _)| o != k);
                         // The other branches' property names, declared (`true`: no
                         // constraint) so that their negations may name them under schema
                         // order; those members then come in declared order.
-                        let mut names = serde_json::Map::new();
-                        for &j in live_ids.iter().filter(|&&j| j != i) {
-                            let Some(b) = c.resolved(&list[j], ptr) else {
-                                continue;
-                            };
-                            for n in named_properties(&b) {
-                                names.insert(n.to_string(), Value::Bool(true));
-                            }
-                        }
+                        let names: serde_json::Map<String, Value> = others()
+                            .flat_map(|(_, b)| named_properties(b))
+                            .map(|n| (n.to_string(), Value::Bool(true)))
+                            .collect();
                         let mut all = vec![list[i].clone()];
                         if !names.is_empty() {
                             all.push(serde_json::json!({ "properties": names }));
                         }
-                        for &j in live_ids.iter().filter(|&&j| j != i) {
-                            // The branch itself, not its `$ref`: `not` rewrites only what it
-                            // can see.
-                            let b = c.resolved(&list[j], ptr).map(|b| b.into_owned());
-                            all.push(serde_json::json!({ "not": b.unwrap_or(list[j].clone()) }));
-                        }
+                        all.extend(others().map(|(_, b)| serde_json::json!({ "not": b })));
                         let p = c.parts(
                             &serde_json::json!({ "allOf": all }),
                             &format!("{ptr}/oneOf/{i}"),
@@ -298,6 +297,8 @@ impl Compiler<'_> {
                     }
                     Ok(Expr::alt(alts))
                 };
+                // The rewrite where it needs no complement of objects or arrays; otherwise
+                // `anyOf` where asked for (`oneof_as_anyof`), else the refusal.
                 let through_not = |c: &mut Self| -> Result<Expr, GrammarError> {
                     let (rules, warnings) = (c.rules.len(), c.warnings.len());
                     let out = through_not_parts(c);
@@ -306,18 +307,17 @@ impl Compiler<'_> {
                         || c.rules[rules..].iter().any(|r| complement(&r.expr))
                     {
                         c.warnings.truncate(warnings);
-                        return Err(recursive_overlap());
+                        return match as_any_of {
+                            true => Ok(as_any(c)),
+                            false => Err(recursive_overlap()),
+                        };
                     }
                     out
                 };
                 out[t] = match live.len() {
                     0 => Expr::Nothing,
                     1 => live[0].clone(),
-                    _ if live.iter().any(|e| e.has_call()) => match through_not(self) {
-                        Ok(e) => e,
-                        Err(_) if as_any_of => as_any(self),
-                        Err(_) => return Err(recursive_overlap()),
-                    },
+                    _ if live.iter().any(|e| e.has_call()) => through_not(self)?,
                     _ => {
                         if negated.is_none() {
                             let mut v = Vec::with_capacity(list.len());
@@ -328,11 +328,7 @@ impl Compiler<'_> {
                         }
                         let negated = negated.as_ref().expect("built");
                         if live_ids.iter().any(|&i| negated[i][t].has_call()) {
-                            out[t] = match through_not(self) {
-                                Ok(e) => e,
-                                Err(_) if as_any_of => as_any(self),
-                                Err(_) => return Err(recursive_overlap()),
-                            };
+                            out[t] = through_not(self)?;
                             continue;
                         }
                         Expr::alt(live_ids.iter().map(|&i| {
