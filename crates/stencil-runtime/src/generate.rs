@@ -210,38 +210,19 @@ impl<'m> Generator<'m> {
             let mut feed = vec![token];
             if let Some(m) = self.matcher.as_mut() {
                 m.commit(token)?;
-                if self.fast_forward {
-                    let budget = self.max_tokens - self.generated.len();
-                    // `encode` is text-only: special-token text in a forced string is spelled
-                    // with ordinary tokens, never a control token.
-                    let forced =
-                        m.forced_tokens(budget, |text| self.tokenizer.encode(text, false))?;
-                    self.forced_tokens += forced.len();
-                    self.generated.extend_from_slice(&forced);
-                    feed.extend(forced);
-                }
+                feed.extend(self.fast_forward()?);
             }
             let mut chunk = String::new();
-            for &t in &feed {
-                match self.push_text(t) {
-                    StreamEvent::Text(text) => chunk.push_str(&text),
-                    StreamEvent::Stopped { text, stop } => {
-                        chunk.push_str(&text);
-                        self.matched_stop = Some(stop);
-                        self.text.push_str(&chunk);
-                        self.finish = Some(FinishReason::Stop);
-                        self.timings.decode += start.elapsed();
-                        return Ok(Some(chunk));
-                    }
-                }
+            let mut stopped = self.push_all(&feed, &mut chunk);
+            if !stopped {
+                let closing = self.close_reasoning()?;
+                stopped = self.push_all(&closing, &mut chunk);
+                feed.extend(closing);
             }
-            let closing = self.close_reasoning()?;
-            for &t in &closing {
-                if let StreamEvent::Text(text) = self.push_text(t) {
-                    chunk.push_str(&text);
-                }
+            if stopped {
+                self.timings.decode += start.elapsed();
+                return Ok(Some(chunk));
             }
-            feed.extend(closing);
             if self.generated.len() < self.max_tokens {
                 self.logits = forward_with_mask(
                     &mut *self.session,
@@ -279,21 +260,48 @@ impl<'m> Generator<'m> {
         }
         r.ended = true;
         let mut forced = self.tokenizer.encode(&r.end, false)?;
+        self.forced_tokens += forced.len();
+        self.generated.extend_from_slice(&forced);
         if let Some(m) = self.matcher.as_mut() {
             for &t in &forced {
                 m.commit(t)?;
             }
-            if self.fast_forward {
-                let budget = self
-                    .max_tokens
-                    .saturating_sub(self.generated.len() + forced.len());
-                let more = m.forced_tokens(budget, |text| self.tokenizer.encode(text, false))?;
-                forced.extend(more);
-            }
+            forced.extend(self.fast_forward()?);
         }
+        Ok(forced)
+    }
+
+    /// The tokens the constraint forces next (none without fast-forward), committed and
+    /// counted as generated.
+    fn fast_forward(&mut self) -> Result<Vec<u32>> {
+        let Some(m) = self.matcher.as_mut().filter(|_| self.fast_forward) else {
+            return Ok(Vec::new());
+        };
+        let budget = self.max_tokens.saturating_sub(self.generated.len());
+        // `encode` is text-only: special-token text in a forced string is spelled with
+        // ordinary tokens, never a control token.
+        let forced = m.forced_tokens(budget, |text| self.tokenizer.encode(text, false))?;
         self.forced_tokens += forced.len();
         self.generated.extend_from_slice(&forced);
         Ok(forced)
+    }
+
+    /// Feeds the text of `tokens` to the stream, into `chunk`. True when a stop string ended
+    /// the output there (the output is then final).
+    fn push_all(&mut self, tokens: &[u32], chunk: &mut String) -> bool {
+        for &t in tokens {
+            match self.push_text(t) {
+                StreamEvent::Text(text) => chunk.push_str(&text),
+                StreamEvent::Stopped { text, stop } => {
+                    chunk.push_str(&text);
+                    self.matched_stop = Some(stop);
+                    self.text.push_str(chunk);
+                    self.finish = Some(FinishReason::Stop);
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// The loop guard: under a constraint, removes from this step's mask the token that would
