@@ -51,6 +51,7 @@ mod reasoning;
 mod regex;
 mod schema;
 mod structural;
+mod tokens;
 pub mod tools;
 
 pub use cfg::gbnf::compile_gbnf;

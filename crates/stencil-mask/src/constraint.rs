@@ -111,6 +111,13 @@ impl Constraint {
         trie: Arc<TokenTrie>,
         limits: Limits,
     ) -> Result<Arc<Self>, BuildError> {
+        let resolved;
+        let grammar = if grammar.names_tokens() {
+            resolved = grammar.resolve_token_names(|name| trie.spell_named_token(name))?;
+            &resolved
+        } else {
+            grammar
+        };
         let nfa = Nfa::build(
             grammar,
             limits.max_nfa_states,

@@ -13,6 +13,9 @@ pub enum BuildError {
         given: usize,
         limit: usize,
     },
+    /// The grammar names a token (`<|im_end|>`, `<[42]>`) this vocabulary cannot give.
+    #[error("the grammar names the token `{name}`, but {reason}")]
+    NamedToken { name: String, reason: String },
     /// Another limit of [`crate::Limits`] was hit while building the start state.
     #[error(transparent)]
     Limit(MaskError),

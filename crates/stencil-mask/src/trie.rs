@@ -5,7 +5,7 @@
 //! Inside an unconstrained string every one of them is allowed, so a mask there is that set
 //! plus a walk over the much smaller trie of the remaining tokens.
 
-use crate::TokenSet;
+use crate::{BuildError, TokenSet};
 use regex_syntax::utf8::Utf8Sequences;
 use stencil_grammar::ir::{special_token_bytes, SPECIAL_TOKEN_MARK};
 use stencil_vocab::{TokenKind, Vocab};
@@ -169,6 +169,8 @@ pub struct TokenTrie {
     quote_max: u32,
     token_bytes: Vec<Vec<u8>>,
     eos: Vec<u32>,
+    /// The text of each end-of-sequence token (`<|im_end|>`), for errors naming one.
+    eos_names: Vec<String>,
     /// Every byte some token holds is a token by itself, so no text the vocabulary can spell
     /// needs more tokens than bytes.
     bytes_are_tokens: bool,
@@ -464,6 +466,11 @@ impl TokenTrie {
             quote_max,
             token_bytes,
             eos: vocab.eos_ids().to_vec(),
+            eos_names: vocab
+                .eos_ids()
+                .iter()
+                .map(|&id| String::from_utf8_lossy(vocab.token_bytes(id)).into_owned())
+                .collect(),
             bytes_are_tokens,
             most_per_token,
         }
@@ -500,9 +507,57 @@ impl TokenTrie {
         &self.most_per_token
     }
 
-    /// The bytes of a token (empty for special or unknown tokens).
+    /// The bytes the automaton sees for a token: its text, or a control token's name between
+    /// two [`SPECIAL_TOKEN_MARK`] bytes; empty for end-of-sequence and unknown tokens and the
+    /// few raw tokens that hold the mark.
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         self.token_bytes.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// What a grammar's named token (`<|im_end|>`, or `<[42]>` by id) stands for in this
+    /// vocabulary: a control token's spelling, or the text of an ordinary token (which any
+    /// tokens spelling that text may then write). Errors name why the token cannot be written.
+    pub fn spell_named_token(&self, name: &str) -> Result<Vec<u8>, BuildError> {
+        let fail = |reason: String| BuildError::NamedToken {
+            name: name.to_string(),
+            reason,
+        };
+        if let Some(id) = name.strip_prefix("<[").and_then(|r| r.strip_suffix("]>")) {
+            let id: u32 = id
+                .parse()
+                .map_err(|_| fail("a token id is a decimal number, like `<[42]>`".into()))?;
+            if id as usize >= self.vocab_size {
+                return Err(fail(format!(
+                    "the vocabulary has only {} tokens",
+                    self.vocab_size
+                )));
+            }
+            if self.eos.contains(&id) {
+                return Err(fail(
+                    "that is the end-of-sequence token, which ends the output where the grammar allows it".into(),
+                ));
+            }
+            let bytes = self.token_bytes(id);
+            if bytes.is_empty() {
+                return Err(fail(
+                    "that token can never be written under a constraint".into(),
+                ));
+            }
+            return Ok(bytes.to_vec());
+        }
+        let spelled = special_token_bytes(name);
+        if self.token_bytes.contains(&spelled) {
+            return Ok(spelled);
+        }
+        if self.token_bytes.iter().any(|b| b == name.as_bytes()) {
+            return Ok(name.as_bytes().to_vec());
+        }
+        Err(fail(if self.eos_names.iter().any(|n| n == name) {
+            "that is the end-of-sequence token, which ends the output where the grammar allows it"
+                .into()
+        } else {
+            "this model's vocabulary has no such token".into()
+        }))
     }
 
     /// End-of-sequence token ids.

@@ -13,7 +13,7 @@ use regex_automata::dfa::{dense, Automaton};
 use regex_automata::{Anchored, Input};
 use serde_json::json;
 use stencil_grammar::{compile, ConstraintSpec, Options, PropertyOrder, Whitespace};
-use stencil_mask::{Constraint, Limits, MaskError, TokenSet, TokenTrie};
+use stencil_mask::{BuildError, Constraint, Limits, MaskError, TokenSet, TokenTrie};
 use stencil_vocab::{Vocab, VocabStyle};
 
 /// A vocabulary of every 1-3 character string over `alphabet`, plus `</s>` (EOS) and
@@ -1089,6 +1089,70 @@ fn named_special_tokens_are_allowed_only_where_named() {
         let mut m = c.matcher().expect("matcher");
         m.compute_mask(&mut mask).unwrap();
         assert!(!mask.contains(tool) && !mask.contains(raw_ff));
+    }
+}
+
+/// GBNF and Lark name tokens by text or by id: a control token by either is the token itself,
+/// an ordinary token stands for its text; a name the vocabulary lacks, an id beyond it and the
+/// end-of-sequence token are errors that say so when the constraint is built.
+#[test]
+fn tokens_named_by_text_or_id_resolve_against_the_vocabulary() {
+    let vocab = tiny_vocab_with("ab", &["<x>"]);
+    let eos = vocab.eos_ids()[0];
+    let tool = eos + 1;
+    let id = |s: &str| token_id(&vocab, s);
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let build = |spec: ConstraintSpec| {
+        let g = compile(&spec, &Options::default())
+            .expect("compiles")
+            .grammar;
+        Constraint::new(&g, trie.clone(), Limits::default())
+    };
+    let mut mask = TokenSet::new(vocab.len());
+    for grammar in [
+        format!("root ::= \"a\" <[{tool}]> <[{}]>", id("ab")),
+        format!("start: \"a\" <tool> <[{}]>", id("ab")),
+    ] {
+        let spec = if grammar.starts_with("root") {
+            ConstraintSpec::Gbnf(grammar.clone())
+        } else {
+            ConstraintSpec::Lark(grammar.clone())
+        };
+        let c = build(spec).unwrap_or_else(|e| panic!("{grammar}: {e}"));
+        let mut m = c.matcher().unwrap();
+        m.commit(id("a")).unwrap();
+        m.compute_mask(&mut mask).unwrap();
+        assert_eq!(mask.iter().collect::<Vec<_>>(), vec![tool], "{grammar}");
+        m.commit(tool).unwrap();
+        // The ordinary token by id is its text, whichever tokens write it.
+        m.compute_mask(&mut mask).unwrap();
+        assert!(
+            mask.contains(id("ab")) && mask.contains(id("a")),
+            "{grammar}"
+        );
+        assert!(m.accepts_after(b"ab").unwrap(), "{grammar}");
+    }
+    // An ordinary token named by its text: its text.
+    let c = build(ConstraintSpec::Gbnf("root ::= <x> \"a\"".into())).unwrap();
+    assert!(c.matcher().unwrap().accepts_after(b"<x>a").unwrap());
+    let too_far = vocab.len() + 5;
+    for (grammar, says) in [
+        ("root ::= \"a\" <nope>".to_string(), "has no such token"),
+        (format!("root ::= \"a\" <[{too_far}]>"), "has only"),
+        (format!("root ::= \"a\" <[{eos}]>"), "end-of-sequence"),
+        ("start: \"a\" </s>".to_string(), "end-of-sequence"),
+    ] {
+        let spec = if grammar.starts_with("root") {
+            ConstraintSpec::Gbnf(grammar.clone())
+        } else {
+            ConstraintSpec::Lark(grammar.clone())
+        };
+        match build(spec) {
+            Err(BuildError::NamedToken { reason, .. }) => {
+                assert!(reason.contains(says), "{grammar}: {reason}")
+            }
+            other => panic!("{grammar}: {other:?}"),
+        }
     }
 }
 

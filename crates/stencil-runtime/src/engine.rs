@@ -264,7 +264,10 @@ impl ChatEngine {
         };
         let (mut grammar, warnings) = self.grammar_for(req, choice, &options)?;
         if let Some(r) = reasoning {
-            grammar = reasoning_then(grammar, &r.start, &r.end)?;
+            let vocab = self.loaded.tokenizer.vocab();
+            grammar = reasoning_then(grammar, &r.start, &r.end, |m| {
+                vocab.control_token(m).is_some()
+            })?;
         }
         let constraint = Constraint::new(&grammar, self.trie.clone(), self.limits.clone())?;
         let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use stencil_grammar::ir::special_token_bytes;
 use stencil_mask::{Constraint, MaskError, Matcher, TokenSet};
 use stencil_types::GenerateParams;
 use stencil_types::{Timings, Usage};
@@ -68,8 +69,13 @@ pub struct Generator<'m> {
     logits: Vec<f32>,
     prompt_len: usize,
     generated: Vec<u32>,
-    /// Bytes of the generated text tokens (what the constraint sees).
+    /// The bytes the constraint sees: the text of the generated tokens, control tokens spelled
+    /// as the token trie spells them.
     output: Vec<u8>,
+    /// Where the text stream and `output` differ: one entry per control token.
+    controls: Vec<ControlSpan>,
+    /// Bytes fed to the text stream so far.
+    streamed: usize,
     text: String,
     finish: Option<FinishReason>,
     matched_stop: Option<String>,
@@ -86,9 +92,39 @@ pub struct Generator<'m> {
     reasoning: Option<ReasoningState>,
 }
 
+/// A control token in the output: at these offsets of the text stream and of the constraint's
+/// bytes, these many bytes in each (none in the stream unless it is a reasoning marker).
+struct ControlSpan {
+    stream_at: usize,
+    output_at: usize,
+    stream_len: usize,
+    output_len: usize,
+}
+
+/// The offset in the constraint's bytes of offset `at` of the text stream: a control token
+/// that the stream shows nothing of counts as before `at`; one shown as text (a reasoning
+/// marker) counts as after an `at` inside that text.
+fn output_offset(controls: &[ControlSpan], at: usize) -> usize {
+    let mut shift = 0isize;
+    for c in controls {
+        if at >= c.stream_at + c.stream_len && (c.stream_len > 0 || at >= c.stream_at) {
+            shift += c.output_len as isize - c.stream_len as isize;
+        } else if at >= c.stream_at {
+            return c.output_at;
+        } else {
+            break;
+        }
+    }
+    (at as isize + shift) as usize
+}
+
 /// Where a reasoning prefix stands.
 struct ReasoningState {
     end: String,
+    /// The markers that are control tokens of the vocabulary (written as their text into the
+    /// stream, so that the reasoning can be split from the content).
+    end_token: Option<u32>,
+    start_token: Option<u32>,
     max_tokens: Option<usize>,
     /// Output bytes before this offset have been searched for the end marker.
     searched: usize,
@@ -143,6 +179,8 @@ impl<'m> Generator<'m> {
             prompt_len: prompt.len(),
             generated: Vec::new(),
             output: Vec::new(),
+            controls: Vec::new(),
+            streamed: 0,
             text: String::new(),
             finish: None,
             matched_stop: None,
@@ -155,6 +193,8 @@ impl<'m> Generator<'m> {
             loop_guard_hits: 0,
             reasoning: params.reasoning.as_ref().map(|r| ReasoningState {
                 end: r.end.clone(),
+                end_token: tokenizer.vocab().control_token(&r.end),
+                start_token: tokenizer.vocab().control_token(&r.start),
                 max_tokens: r.max_tokens,
                 searched: 0,
                 ended: false,
@@ -259,7 +299,10 @@ impl<'m> Generator<'m> {
             return Ok(Vec::new());
         }
         r.ended = true;
-        let mut forced = self.tokenizer.encode(&r.end, false)?;
+        let mut forced = match r.end_token {
+            Some(id) => vec![id],
+            None => self.tokenizer.encode(&r.end, false)?,
+        };
         self.forced_tokens += forced.len();
         self.generated.extend_from_slice(&forced);
         if let Some(m) = self.matcher.as_mut() {
@@ -322,20 +365,38 @@ impl<'m> Generator<'m> {
 
     /// Feeds one generated token's text to the stream. Control tokens are not text. Under a
     /// constraint a stop string ends the output only where the output before it is complete.
+    /// A control token that is a reasoning marker is written as its text, so the reasoning
+    /// can be told from the content.
     fn push_text(&mut self, token: u32) -> StreamEvent {
         let vocab = self.tokenizer.vocab();
-        if vocab.kind(token) != TokenKind::Normal {
-            return StreamEvent::Text(String::new());
-        }
         let bytes = vocab.token_bytes(token);
-        self.output.extend_from_slice(bytes);
-        let (output, matcher) = (&self.output, &self.matcher);
-        self.stream.push_checked(bytes, |at| match matcher {
+        let shown: &[u8] = if vocab.kind(token) == TokenKind::Normal {
+            self.output.extend_from_slice(bytes);
+            bytes
+        } else {
+            let spelled = special_token_bytes(&String::from_utf8_lossy(bytes));
+            let marker = self
+                .reasoning
+                .as_ref()
+                .is_some_and(|r| r.end_token == Some(token) || r.start_token == Some(token));
+            let shown: &[u8] = if marker { bytes } else { &[] };
+            self.controls.push(ControlSpan {
+                stream_at: self.streamed,
+                output_at: self.output.len(),
+                stream_len: shown.len(),
+                output_len: spelled.len(),
+            });
+            self.output.extend_from_slice(&spelled);
+            shown
+        };
+        self.streamed += shown.len();
+        let (output, controls, matcher) = (&self.output, &self.controls, &self.matcher);
+        self.stream.push_checked(shown, |at| match matcher {
             None => true,
             Some(m) => m
                 .constraint()
                 .matcher()
-                .and_then(|mut m| m.accepts_after(&output[..at]))
+                .and_then(|mut m| m.accepts_after(&output[..output_offset(controls, at)]))
                 .unwrap_or(false),
         })
     }
@@ -477,7 +538,38 @@ fn forward_with_mask(
 
 #[cfg(test)]
 mod tests {
-    use super::repetition_to_break;
+    use super::{output_offset, repetition_to_break, ControlSpan};
+
+    #[test]
+    fn stream_offsets_map_past_control_tokens() {
+        // Stream "ab" + <|x|> (not shown, 7 bytes in the constraint's spelling) + "cd" +
+        // </think> shown as its 8 bytes of text (10 in the spelling) + "e".
+        let controls = [
+            ControlSpan {
+                stream_at: 2,
+                output_at: 2,
+                stream_len: 0,
+                output_len: 7,
+            },
+            ControlSpan {
+                stream_at: 4,
+                output_at: 11,
+                stream_len: 8,
+                output_len: 10,
+            },
+        ];
+        assert_eq!(output_offset(&controls, 0), 0);
+        assert_eq!(output_offset(&controls, 1), 1);
+        // A stop string starting where the hidden token stands comes after it.
+        assert_eq!(output_offset(&controls, 2), 9);
+        assert_eq!(output_offset(&controls, 3), 10);
+        assert_eq!(output_offset(&controls, 4), 11);
+        // Inside the marker's text: before the marker.
+        assert_eq!(output_offset(&controls, 7), 11);
+        assert_eq!(output_offset(&controls, 12), 21);
+        assert_eq!(output_offset(&controls, 13), 22);
+        assert_eq!(output_offset(&[], 5), 5);
+    }
 
     #[test]
     fn loop_guard_sees_back_to_back_copies_only() {

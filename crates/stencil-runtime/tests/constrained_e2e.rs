@@ -14,7 +14,7 @@ use stencil_runtime::hub::ModelFiles;
 use stencil_runtime::loader::{load, LoadOptions};
 use stencil_runtime::tools::ToolEvent;
 use stencil_types::{
-    ChatFinish, ChatMessage, ChatOutcome, ChatRequest, ConstraintSpec, GenerateParams,
+    ChatFinish, ChatMessage, ChatOutcome, ChatRequest, ConstraintSpec, GenerateParams, Reasoning,
     SamplingParams, Tool, ToolChoice,
 };
 
@@ -423,4 +423,57 @@ fn budgets_close_outputs_refuse_impossible_ones_and_seeds_repeat() {
     assert_eq!(a.finish_reason, ChatFinish::Length);
     assert_eq!(a.usage.completion_tokens, 8);
     assert_eq!(a.content, text(5).content, "same seed, same output");
+}
+
+/// Reasoning markers that are control tokens of the model (SmolLM2's `<jupyter_text>` and
+/// `<jupyter_code>` stand in for a `</think>` token): the model writes the end marker as that
+/// token (its text is kept out of the reasoning, so the token is the only way out), it is
+/// written for the model after `max_tokens` reasoning tokens, and the reasoning still comes
+/// apart from the content, streamed and whole.
+#[test]
+fn reasoning_markers_that_are_control_tokens() {
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": false});
+    let v = validator(&schema);
+    for (seed, limit) in [(None, Some(3)), (Some(1), Some(8)), (Some(2), None)] {
+        let mut p = params(seed, 60);
+        p.reasoning = Some(Reasoning {
+            start: "<jupyter_text>".into(),
+            end: "<jupyter_code>".into(),
+            max_tokens: limit,
+        });
+        let req = ChatRequest {
+            messages: vec![ChatMessage::user("What is 6 times 7? Think, then answer.")],
+            constraint: Some(ConstraintSpec::JsonSchema(schema.clone())),
+            params: p,
+            ..ChatRequest::default()
+        };
+        let mut events = Vec::new();
+        let out = engine()
+            .chat(&req, |e| {
+                events.push(e);
+                ControlFlow::Continue(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let what = format!("seed {seed:?}, limit {limit:?}");
+        assert_eq!(out.finish_reason, ChatFinish::Stop, "{what}");
+        let reasoning = out.reasoning.clone().unwrap_or_default();
+        assert!(!reasoning.trim().is_empty(), "{what}: no reasoning");
+        assert!(!reasoning.contains("<jupyter"), "{what}: {reasoning:?}");
+        let content = out.content.clone().unwrap_or_default();
+        assert!(!content.contains("<jupyter"), "{what}: {content:?}");
+        assert_valid(&v, content.trim(), &what);
+        assert!(out.usage.completion_tokens <= 60, "{what}");
+        let streamed = |reasoning: bool| -> String {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    ToolEvent::Reasoning(t) if reasoning => Some(t.as_str()),
+                    ToolEvent::Content(t) if !reasoning => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(streamed(true), reasoning, "{what}");
+        assert_eq!(streamed(false), content, "{what}");
+    }
 }

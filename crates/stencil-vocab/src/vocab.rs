@@ -150,6 +150,16 @@ impl Vocab {
         self.eos_ids.contains(&id)
     }
 
+    /// The control token whose text is `text` (`</think>` in models that reserve one), if the
+    /// vocabulary has one that does not end the sequence.
+    pub fn control_token(&self, text: &str) -> Option<u32> {
+        (0..self.len() as u32).find(|&id| {
+            self.kinds[id as usize] == TokenKind::Special
+                && !self.is_eos(id)
+                && self.token_bytes(id) == text.as_bytes()
+        })
+    }
+
     /// All end-of-sequence ids (chat models often have several).
     pub fn eos_ids(&self) -> &[u32] {
         &self.eos_ids

@@ -8,12 +8,17 @@
 //! scalar values written as UTF-8. Rules that are not part of a cycle are inlined; recursive
 //! ones become rule calls. Direct left recursion (`expr ::= expr "+" term | term`) is rewritten
 //! as repetition; left recursion through other rules is refused, naming the cycle; so are
-//! undefined rules, a missing `root`, and llama.cpp's token references (`<[id]>`), which
-//! depend on one model's vocabulary.
+//! undefined rules and a missing `root`.
+//!
+//! Tokens: `<|im_end|>` (by text) and `<[42]>` (by id) name one token of the model, checked
+//! against its vocabulary when the automaton is built (a control token is the token itself;
+//! an ordinary token stands for its text). `!<t>*` and `!<t>+` are text in which `t` does not
+//! occur, as in llama.cpp's `thinking ::= !</think>*`; a single `!<t>` (exactly one token) is
+//! refused.
 
 use super::{Cursor, Node, RuleSet};
 use crate::error::GrammarError;
-use crate::expr::{CharRanges, Grammar};
+use crate::expr::{CharRanges, Expr, Grammar};
 
 struct Parser<'a> {
     cur: Cursor<'a>,
@@ -162,6 +167,37 @@ impl<'a> Parser<'a> {
         Ok((min, max))
     }
 
+    /// After `!`: `<t>*` or `<t>+`, tokens other than `t`, as any text in which `t`'s text does
+    /// not occur (non-empty for `+`). A byte-level automaton cannot count tokens, so `!<t>`
+    /// without `*` or `+` (exactly one token) is refused. Other control tokens are not
+    /// allowed in that text: a subset of llama.cpp's language, never more.
+    fn tokens_except(&mut self, line: usize) -> Result<Node, GrammarError> {
+        if self.cur.peek() != Some('<') {
+            return Err(err(
+                line,
+                "expected a token after `!`, like `!<[42]>` or `!</think>`",
+            ));
+        }
+        let name = self.cur.token_name().map_err(|m| err(line, m))?;
+        if name.starts_with("<[") {
+            return Err(err(line, format!("`!{name}` excludes a token by id, whose text depends on the model; name it by its text, like `!</think>*`")));
+        }
+        let min = match self.cur.bump() {
+            Some('*') => 0,
+            Some('+') => 1,
+            _ => return Err(err(line, format!("`!{name}` (any one token but `{name}`) is supported only repeated, as `!{name}*` or `!{name}+`: a byte-level automaton cannot tell one token from several"))),
+        };
+        let text = Expr::text_without_any(&[name]);
+        Ok(Node::Expr(if min == 0 {
+            text
+        } else {
+            Expr::and(vec![
+                text,
+                Expr::repeat(Expr::Bytes(vec![(0, 255)]), 1, None),
+            ])
+        }))
+    }
+
     /// A sequence of elements; `nested` allows newlines (inside parentheses).
     fn sequence(&mut self, nested: bool) -> Result<Node, GrammarError> {
         let mut items: Vec<Node> = Vec::new();
@@ -189,8 +225,10 @@ impl<'a> Parser<'a> {
                     }
                     inner
                 }
-                Some('<') | Some('!') => {
-                    return Err(err(line, "token references (`<[id]>`, `!<[id]>`) are not supported: they name one model's token ids; write the text instead"))
+                Some('<') => Node::Expr(self.cur.token().map_err(|m| err(line, m))?),
+                Some('!') => {
+                    self.cur.pos += 1;
+                    self.tokens_except(line)?
                 }
                 Some('*' | '+' | '?' | '{') => {
                     let Some(last) = items.pop() else {
@@ -352,6 +390,51 @@ ws    ::= [ \t\n]*
     }
 
     #[test]
+    fn tokens_by_name_by_id_and_excluded() {
+        // llama.cpp's reasoning example: the control tokens, any text between them.
+        let g = compile_gbnf("root ::= <think> thinking </think> \"ok\"\nthinking ::= !</think>*")
+            .unwrap();
+        let spell = |parts: &[&str]| -> Vec<u8> {
+            parts
+                .iter()
+                .flat_map(|p| match p.starts_with('<') {
+                    true => crate::expr::special_token_bytes(p),
+                    false => p.as_bytes().to_vec(),
+                })
+                .collect()
+        };
+        let accepts_bytes = |b: &[u8]| matches(&g.rule(g.start).expr, &g.rules, b);
+        assert!(accepts_bytes(&spell(&[
+            "<think>",
+            "hmm, fine",
+            "</think>",
+            "ok"
+        ])));
+        assert!(accepts_bytes(&spell(&["<think>", "</think>", "ok"])));
+        // Neither the end token nor its text inside the thinking; never the text for a token.
+        assert!(!accepts_bytes(&spell(&[
+            "<think>",
+            "a</think>b",
+            "</think>",
+            "ok"
+        ])));
+        assert!(!accepts_bytes(&spell(&[
+            "<think>", "a", "</think>", "b", "</think>", "ok"
+        ])));
+        assert!(!accepts(&g, "<think>a</think>ok"));
+        let g = compile_gbnf("root ::= \"a\" <[42]> !<x>+").unwrap();
+        let spelled = [
+            b"a".as_slice(),
+            &crate::expr::special_token_bytes("<[42]>"),
+            b"y",
+        ]
+        .concat();
+        assert!(matches(&g.rule(g.start).expr, &g.rules, &spelled));
+        let empty = [b"a".as_slice(), &crate::expr::special_token_bytes("<[42]>")].concat();
+        assert!(!matches(&g.rule(g.start).expr, &g.rules, &empty));
+    }
+
+    #[test]
     fn direct_left_recursion_is_repetition() {
         let g = compile_gbnf(
             "root ::= expr\nexpr ::= expr \"+\" num | expr \"-\" num | num\nnum ::= [0-9]+",
@@ -381,7 +464,10 @@ ws    ::= [ \t\n]*
             ("root ::= [a-", 1, "unexpected end"),
             ("root ::= \"\\q\"", 1, "unknown escape"),
             ("root ::= \"a\"{3,1}", 1, "maximum below its minimum"),
-            ("root ::= <[1000]>", 1, "token references"),
+            ("root ::= <[1x]>", 1, "a token id is a decimal number"),
+            ("root ::= \"a\" !<x>", 1, "supported only repeated"),
+            ("root ::= !\"x\"*", 1, "expected a token after `!`"),
+            ("root ::= !<[7]>*", 1, "excludes a token by id"),
             ("root = \"a\"", 1, "expected `::=`"),
             ("root ::= (\"a\"", 1, "expected `)`"),
             ("root ::= * \"a\"", 1, "needs something before it"),

@@ -17,13 +17,13 @@
 //! longest terminals first, so where two adjacent terminals can run into each other without an
 //! ignored separator (`start: WORD WORD`), stencil accepts splits that Lark's standard lexer
 //! would not (Lark's Earley parser with `lexer="dynamic"` accepts the same texts as stencil).
-//! Special tokens are named by their text, `<|im_end|>`: the control token itself (a model
-//! without such a special token cannot write it; an end-of-sequence token ends the output
-//! instead, so a grammar names it nowhere but at its end, where it is not needed).
-//! Direct left recursion (`sum: sum "+" term | term`) is rewritten as repetition; left
-//! recursion through other rules, templates (`_sep{x}`), `%declare`/`%override`/`%extend`,
-//! imports from modules other than `common` and tokens by id (`<[id]>`) are refused with the
-//! line they are on.
+//! Tokens are named by their text, `<|im_end|>`, or by id, `<[42]>`: a control token is the
+//! token itself (a model without it cannot write it; an end-of-sequence token ends the output
+//! instead, so a grammar names it nowhere but at its end, where it is not needed); an ordinary
+//! token stands for its text. Names are checked against the vocabulary when the automaton is
+//! built. Direct left recursion (`sum: sum "+" term | term`) is rewritten as repetition; left
+//! recursion through other rules, templates (`_sep{x}`), `%declare`/`%override`/`%extend` and
+//! imports from modules other than `common` are refused with the line they are on.
 
 use std::collections::HashMap;
 
@@ -397,8 +397,8 @@ impl<'a> Parser<'a> {
                     ignorable(json)
                 }
                 Some('<') => {
-                    let special = self.special_token(line)?;
-                    ignorable(special)
+                    let token = self.cur.token().map_err(|m| err(line, m))?;
+                    ignorable(Node::Expr(token))
                 }
                 Some('-') if self.cur.rest().starts_with("->") => {
                     // An alias names the tree node only.
@@ -468,27 +468,6 @@ impl<'a> Parser<'a> {
             ));
         }
         Ok((min, Some(max)))
-    }
-
-    /// A special token named by its text, `<|im_end|>` (llguidance's syntax): the control
-    /// token itself, never its text spelled with ordinary tokens.
-    fn special_token(&mut self, line: usize) -> Result<Node, GrammarError> {
-        let rest = self.cur.rest();
-        let end = rest
-            .find('>')
-            .filter(|&e| !rest[..e].contains(char::is_whitespace))
-            .ok_or_else(|| err(line, "expected a special token name like `<|im_end|>`"))?;
-        let name = &rest[..=end];
-        if name.starts_with("<[") {
-            return Err(err(
-                line,
-                format!("`{name}` names a token by id, which depends on one model's vocabulary; name it by its text, like `<|im_end|>`"),
-            ));
-        }
-        self.cur.pos += name.len();
-        Ok(Node::Expr(crate::expr::Expr::Literal(
-            crate::expr::special_token_bytes(name),
-        )))
     }
 
     /// A string literal after its opening quote, with an optional `i` flag or `.."z"` range.
@@ -722,8 +701,8 @@ rest: "done" | "again " %json {"enum": ["x", "y"]}
             ("start: /a(/", 1, "invalid regex /a(/"),
             ("start: /a/q", 1, "unknown regex flag"),
             ("start: \"a\" ~ 3..1", 1, "maximum below its minimum"),
-            ("start: \"a\" <[2]>", 1, "by id"),
-            ("start: \"a\" < x", 1, "special token name"),
+            ("start: \"a\" <[x2]>", 1, "a token id is a decimal number"),
+            ("start: \"a\" < x", 1, "expected a token name"),
             ("start = \"a\"", 1, "expected `:`"),
             ("start: (\"a\"", 1, "expected `)`"),
             ("start: * \"a\"", 1, "needs something before it"),

@@ -109,6 +109,33 @@ impl<'a> Cursor<'a> {
         &self.src[start..self.pos]
     }
 
+    /// A token named here by its text or id, `<|im_end|>` or `<[42]>` (llguidance's and
+    /// llama.cpp's syntax), stepped over; its name with the angle brackets.
+    pub fn token_name(&mut self) -> Result<&'a str, String> {
+        let rest = self.rest();
+        let end = rest
+            .find('>')
+            .filter(|&e| e > 1 && !rest[..e].contains(char::is_whitespace))
+            .ok_or("expected a token name like `<|im_end|>` or a token id like `<[42]>`")?;
+        let name = &rest[..=end];
+        if let Some(id) = name.strip_prefix("<[").and_then(|r| r.strip_suffix("]>")) {
+            if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!(
+                    "`{name}`: a token id is a decimal number, like `<[42]>`"
+                ));
+            }
+        }
+        self.pos += name.len();
+        Ok(name)
+    }
+
+    /// A token named here ([`Cursor::token_name`]): the token itself, resolved against the
+    /// vocabulary when the automaton is built (`Grammar::resolve_token_names`).
+    pub fn token(&mut self) -> Result<Expr, String> {
+        let name = self.token_name()?;
+        Ok(Expr::Literal(crate::expr::special_token_bytes(name)))
+    }
+
     /// The character of the `digits` hex digits here (after `\x`, `\u`, `\U`), stepped over;
     /// the error says what is wrong.
     pub fn hex(&mut self, digits: usize) -> Result<char, String> {
