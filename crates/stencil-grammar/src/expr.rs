@@ -495,6 +495,20 @@ pub struct Rule {
 pub struct Grammar {
     pub rules: Vec<Rule>,
     pub start: RuleId,
+    /// Arrays whose items must all differ (JSON Schema `uniqueItems` over items that are not
+    /// a small finite set): a condition no automaton of useful size states, so the matcher
+    /// checks it on the text (see [`DistinctItems`]).
+    pub distinct: Vec<DistinctItems>,
+}
+
+/// A JSON array whose items must be pairwise different as JSON values (`1` equals `1.0`,
+/// objects equal whatever their member order). `array` is the array's rule (`[` … `]`, called,
+/// never inlined) and `items` the rules its items are called as, one per item; an item equal to
+/// an earlier item of the same array is refused as soon as it is complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistinctItems {
+    pub array: RuleId,
+    pub items: Vec<RuleId>,
 }
 
 impl Grammar {
@@ -506,6 +520,7 @@ impl Grammar {
                 expr,
             }],
             start: RuleId(0),
+            distinct: Vec::new(),
         }
     }
 
@@ -519,6 +534,12 @@ impl Grammar {
     /// that grammars compiled separately (one schema per tool) can call each other's starts.
     pub fn embed(&mut self, other: Grammar) -> RuleId {
         let offset = self.rules.len() as u32;
+        let shift = |r: RuleId| RuleId(r.0 + offset);
+        self.distinct
+            .extend(other.distinct.iter().map(|d| DistinctItems {
+                array: shift(d.array),
+                items: d.items.iter().copied().map(shift).collect(),
+            }));
         let mut memo = std::collections::HashMap::new();
         for rule in other.rules {
             let expr = renumber(&rule.expr, offset, &mut memo);

@@ -346,6 +346,7 @@ impl Json {
                 },
             ],
             start: RuleId(0),
+            distinct: Vec::new(),
         }
     }
 }

@@ -67,8 +67,8 @@ pub use structural::{compile_structural_tags, StructuralTags, TagSpec};
 /// layer and for tests; a user of the engine does not need it.
 pub mod ir {
     pub use crate::expr::{
-        special_token_bytes, ByteDfa, ByteDfaState, CharRanges, Expr, Grammar, ObjectExpr, Rule,
-        RuleId, SharedExpr, SPECIAL_TOKEN_MARK,
+        special_token_bytes, ByteDfa, ByteDfaState, CharRanges, DistinctItems, Expr, Grammar,
+        ObjectExpr, Rule, RuleId, SharedExpr, SPECIAL_TOKEN_MARK,
     };
     pub use crate::json::{any_string_char, key_except, Json};
     pub use crate::matcher::matches;

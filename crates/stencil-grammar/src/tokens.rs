@@ -76,6 +76,7 @@ impl Grammar {
         Ok(Grammar {
             rules,
             start: self.start,
+            distinct: self.distinct.clone(),
         })
     }
 }

@@ -5,14 +5,14 @@ use stencil_grammar::{compile_schema, GrammarError, Options};
 
 #[test]
 fn unsupported_keyword_names_pointer() {
-    let schema =
-        json!({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}});
+    // Arrays with a repeated item (the complement of uniqueItems) are refused.
+    let schema = json!({"type": "object", "properties": {"tags": {"not": {"type": "array", "uniqueItems": true}}}});
     match compile_schema(&schema, &Options::default()) {
         Err(GrammarError::Unsupported {
             keyword, pointer, ..
         }) => {
             assert_eq!(keyword, "uniqueItems");
-            assert_eq!(pointer, "#/properties/tags");
+            assert_eq!(pointer, "#/properties/tags/not");
         }
         other => panic!("expected an Unsupported error, got {other:?}"),
     }

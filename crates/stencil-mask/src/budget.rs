@@ -346,6 +346,8 @@ impl Matcher {
                     dfa: &mut inner.dfa,
                     arena: &mut self.arena,
                     limits: &constraint.limits,
+                    // Judging the budget: the plain grammar (the mask is checked already).
+                    distinct: None,
                 };
                 match levels.last() {
                     None => st.step(c, n.byte, &mut next, false, 0)?,

@@ -197,8 +197,8 @@ impl Completions {
                 b = end as u16 + 1;
             }
             if dfa.has_calls(u) {
-                let calls: Vec<(u32, u32)> = dfa.calls(u)?.to_vec();
-                for (start, ret) in calls {
+                let calls: Vec<(u32, u32, u32)> = dfa.calls(u)?.to_vec();
+                for (start, ret, _) in calls {
                     self.grow(dfa.num_states());
                     let callee = match self.len[start as usize] {
                         IN_PROGRESS => {

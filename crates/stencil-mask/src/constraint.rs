@@ -53,6 +53,10 @@ pub(crate) struct LocalMask {
     pub tokens: TokenSet,
     /// `(trie node, DFA state after the node's bytes)` where the state can call or return.
     pub exits: Vec<(u32, u32)>,
+    /// Trie nodes whose tokens end in a state that can only end its rule but for the forced
+    /// bytes given (where a distinct item is complete: see `crate::distinct`); only for
+    /// grammars with distinct items.
+    pub ends: Vec<(u32, Box<[u8]>)>,
     /// The trie walked (an index into `TokenTrie::tries`): the exits are its nodes.
     pub trie: usize,
 }
@@ -549,6 +553,7 @@ fn local_walk(
 ) -> Result<LocalMask, MaskError> {
     let mut tokens = TokenSet::new(vocab_size);
     let mut exits = Vec::new();
+    let mut ends = Vec::new();
     if dfa.has_calls(s) || dfa.accepting(s) {
         exits.push((0, s));
     }
@@ -569,6 +574,11 @@ fn local_walk(
             for &tok in trie.node_tokens(i) {
                 tokens.insert(tok);
             }
+            if dfa.has_distinct() {
+                if let Some(rest) = dfa.forced_end(t)? {
+                    ends.push((i as u32, rest));
+                }
+            }
         }
         if dfa.is_exit(t) && node.subtree_end as usize > i + 1 {
             exits.push((i as u32, t));
@@ -579,6 +589,7 @@ fn local_walk(
     Ok(LocalMask {
         tokens,
         exits,
+        ends,
         trie: FULL,
     })
 }

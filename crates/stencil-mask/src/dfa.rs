@@ -19,8 +19,8 @@ const CHUNK: usize = 1024;
 
 pub(crate) struct StateInfo {
     pub accepting: bool,
-    /// `(callee start state, return state)` pairs, computed on first use.
-    pub calls: Option<Box<[(u32, u32)]>>,
+    /// `(callee start state, return state, callee rule)`, computed on first use.
+    pub calls: Option<Box<[(u32, u32, u32)]>>,
     pub has_calls: bool,
     /// The state's mask key (see [`LazyDfa::mask_key`]), once known.
     canon: Option<(u32, u32)>,
@@ -44,6 +44,8 @@ pub(crate) struct LazyDfa {
     lower: Vec<(u32, Option<u8>)>,
     /// Per state: [`LazyDfa::reach`], `UNKNOWN` until computed.
     reach: Vec<u32>,
+    /// Memo of [`LazyDfa::forced_end`].
+    forced_end: FxHashMap<u32, Option<Box<[u8]>>>,
 }
 
 impl LazyDfa {
@@ -61,6 +63,7 @@ impl LazyDfa {
             limit,
             lower: Vec::new(),
             reach: Vec::new(),
+            forced_end: FxHashMap::default(),
         };
         // State 0: the dead state.
         d.sets.push(Box::new([]));
@@ -147,6 +150,16 @@ impl LazyDfa {
         self.nfa.start_rule
     }
 
+    /// The role of `rule` for distinct items.
+    pub fn role(&self, rule: u32) -> crate::nfa::RuleRole {
+        self.nfa.role(rule)
+    }
+
+    /// True if the grammar has arrays whose items must differ.
+    pub fn has_distinct(&self) -> bool {
+        self.nfa.has_distinct()
+    }
+
     fn intern(&mut self, set: &[ItemId]) -> Result<u32, MaskError> {
         if let Some(&id) = self.map.get(set) {
             return Ok(id);
@@ -224,8 +237,8 @@ impl LazyDfa {
         Ok(t)
     }
 
-    /// Rule calls possible from `s`: `(callee start, state to return to)`.
-    pub fn calls(&mut self, s: u32) -> Result<&[(u32, u32)], MaskError> {
+    /// Rule calls possible from `s`: `(callee start, state to return to, callee rule)`.
+    pub fn calls(&mut self, s: u32) -> Result<&[(u32, u32, u32)], MaskError> {
         if self.info[s as usize].calls.is_none() {
             let mut by_rule: SmallVec<[(u32, Vec<ItemId>); 4]> = SmallVec::new();
             let set = self.sets[s as usize].clone();
@@ -244,7 +257,7 @@ impl LazyDfa {
                 rets.dedup();
                 let start = self.rule_start(rule)?;
                 let ret = self.intern(&rets)?;
-                calls.push((start, ret));
+                calls.push((start, ret, rule));
             }
             self.info[s as usize].calls = Some(calls.into_boxed_slice());
         }
@@ -290,6 +303,51 @@ impl LazyDfa {
             self.reach[s as usize] = most;
         }
         most
+    }
+
+    /// The bytes that must finish the rule from `s`, whitespace aside: `Some` when, but for
+    /// JSON whitespace, one byte after another is the only way on until the rule can only end
+    /// (empty if `s` can only end already). Whitespace changes no JSON value, so a distinct
+    /// item is as good as complete here (see `crate::distinct`).
+    pub fn forced_end(&mut self, s: u32) -> Result<Option<Box<[u8]>>, MaskError> {
+        if let Some(f) = self.forced_end.get(&s) {
+            return Ok(f.clone());
+        }
+        let mut out = Vec::new();
+        let mut t = s;
+        let found = loop {
+            if self.only_ends(t) {
+                break Some(out.into_boxed_slice());
+            }
+            if out.len() >= 64 || self.accepting(t) || self.has_calls(t) {
+                break None;
+            }
+            let mut only = None;
+            let mut b = 0u16;
+            let mut many = false;
+            while b <= 255 {
+                let end = self.class_end(b as u8);
+                let in_class = (b..=end as u16).filter(|&x| !b" \t\n\r".contains(&(x as u8)));
+                let n = in_class.clone().count();
+                if n > 0 && self.next(t, b as u8)? != DEAD {
+                    if n > 1 || only.is_some() {
+                        many = true;
+                        break;
+                    }
+                    only = in_class.map(|x| x as u8).next();
+                }
+                b = end as u16 + 1;
+            }
+            match (many, only) {
+                (false, Some(x)) => {
+                    out.push(x);
+                    t = self.next(t, x)?;
+                }
+                _ => break None,
+            }
+        };
+        self.forced_end.insert(s, found.clone());
+        Ok(found)
     }
 
     #[inline]

@@ -83,6 +83,7 @@ mod completion;
 mod constraint;
 mod counted;
 mod dfa;
+mod distinct;
 mod error;
 mod hash;
 mod machine;

@@ -3,6 +3,8 @@
 use crate::budget::Budget;
 use crate::constraint::{Constraint, Inner, Lease, Limits};
 use crate::dfa::{LazyDfa, DEAD};
+use crate::distinct::{Distinct, FrameInfo};
+use crate::nfa::RuleRole;
 use crate::trie::Trie;
 use crate::{MaskError, TokenSet};
 use smallvec::SmallVec;
@@ -33,6 +35,9 @@ pub struct Matcher {
     scratch: Option<TokenSet>,
     /// The token budget, if one was set (see [`Matcher::set_token_budget`]).
     pub(crate) budget: Option<Budget>,
+    /// The text and per-frame records that keep array items distinct, when the grammar has
+    /// such arrays (see [`crate::distinct`]).
+    pub(crate) distinct: Option<Box<Distinct>>,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -45,11 +50,13 @@ impl std::fmt::Debug for Matcher {
     }
 }
 
-/// Stepping context: the automaton, the stack arena and the limits.
+/// Stepping context: the automaton, the stack arena and the limits, and where the grammar
+/// has distinct items, their state (whose `text` holds the bytes before the one stepped).
 pub(crate) struct Stepper<'a> {
     pub dfa: &'a mut LazyDfa,
     pub arena: &'a mut Vec<(u32, u32)>,
     pub limits: &'a Limits,
+    pub distinct: Option<&'a mut Distinct>,
 }
 
 impl Stepper<'_> {
@@ -65,9 +72,79 @@ impl Stepper<'_> {
             if x.0 != y.0 {
                 return false;
             }
+            if let Some(d) = self.distinct.as_deref() {
+                if d.info(a) != d.info(b) {
+                    return false;
+                }
+            }
             a = x.1;
             b = y.1;
         }
+    }
+
+    /// Pushes a stack frame (with its distinct-items info) and returns its index.
+    fn push_frame(&mut self, frame: (u32, u32), info: FrameInfo) -> u32 {
+        if let Some(d) = self.distinct.as_deref_mut() {
+            d.push(self.arena.len(), info);
+        }
+        self.arena.push(frame);
+        self.arena.len() as u32 - 1
+    }
+
+    /// Where the item of frame `f` starts, if `f` is the frame of a distinct item.
+    fn item_start(&self, f: u32) -> Option<u32> {
+        let d = self.distinct.as_deref()?;
+        let start = d.info(f).item_start;
+        (f != NONE && start != crate::distinct::NONE).then_some(start)
+    }
+
+    /// Offset in the text of the byte being stepped.
+    fn pos(&self) -> u32 {
+        self.distinct.as_deref().map_or(0, |d| d.text.len() as u32)
+    }
+
+    /// False if byte `b` into state `t` under frame `parent` completes an item equal to an
+    /// earlier item of its array: `t` can only end the item's rule, or only by forced bytes
+    /// (whitespace aside; see [`LazyDfa::forced_end`]).
+    fn completes_distinct(&mut self, parent: u32, t: u32, b: u8) -> Result<bool, MaskError> {
+        let Some(start) = self.item_start(parent) else {
+            return Ok(true);
+        };
+        let Some(rest) = self.dfa.forced_end(t)? else {
+            return Ok(true);
+        };
+        let (pos, array) = (self.pos(), self.arena[parent as usize].1);
+        let d = self
+            .distinct
+            .as_deref_mut()
+            .expect("an item frame has distinct state");
+        Ok(d.differs(array, start, pos, &[&[b], &rest]))
+    }
+
+    /// False if the item of frame `item` ends here and equals an earlier item of its array;
+    /// otherwise the frame to return into: the array's frame, copied with the item recorded.
+    fn end_item(&mut self, item: u32, up: (u32, u32)) -> Option<(u32, u32)> {
+        let Some(start) = self.item_start(item) else {
+            return Some(up);
+        };
+        let (pos, array) = (self.pos(), up.1);
+        if array == NONE {
+            return Some(up);
+        }
+        let d = self
+            .distinct
+            .as_deref_mut()
+            .expect("an item frame has distinct state");
+        if !d.differs(array, start, pos, &[]) {
+            return None;
+        }
+        let info = FrameInfo {
+            item_start: d.info(array).item_start,
+            last: (start, pos),
+            prev: array,
+        };
+        let copy = self.arena[array as usize];
+        Some((up.0, self.push_frame(copy, info)))
     }
 
     fn push_unique(&self, out: &mut Configs, c: Config) -> Result<(), MaskError> {
@@ -102,27 +179,39 @@ impl Stepper<'_> {
         let (s, parent) = c;
         if direct {
             let t = self.dfa.next(s, b)?;
-            if t != DEAD {
+            if t != DEAD && self.completes_distinct(parent, t, b)? {
                 self.push_unique(out, (t, parent))?;
             }
         }
         if self.dfa.has_calls(s) {
-            let calls: SmallVec<[(u32, u32); 4]> = self.dfa.calls(s)?.iter().copied().collect();
-            for (start, ret) in calls {
+            let calls: SmallVec<[(u32, u32, u32); 4]> =
+                self.dfa.calls(s)?.iter().copied().collect();
+            for (start, ret, rule) in calls {
+                let role = self.dfa.role(rule);
                 // A tail call (`ws ::= ([ ] ws)?`) returns straight to the caller's caller:
-                // no frame, so right recursion does not deepen the stack.
-                let node = if self.dfa.only_ends(ret) {
+                // no frame, so right recursion does not deepen the stack. Distinct arrays and
+                // their items always get a frame.
+                let node = if role == RuleRole::Plain && self.dfa.only_ends(ret) {
                     parent
                 } else {
-                    self.arena.push((ret, parent));
-                    self.arena.len() as u32 - 1
+                    let item_start = match role {
+                        RuleRole::Item => self.pos(),
+                        _ => crate::distinct::NONE,
+                    };
+                    let info = FrameInfo {
+                        item_start,
+                        ..FrameInfo::PLAIN
+                    };
+                    self.push_frame((ret, parent), info)
                 };
                 self.step((start, node), b, out, true, depth + 1)?;
             }
         }
         if self.dfa.accepting(s) && parent != NONE {
             let up = self.arena[parent as usize];
-            self.step(up, b, out, true, depth + 1)?;
+            if let Some(up) = self.end_item(parent, up) {
+                self.step(up, b, out, true, depth + 1)?;
+            }
         }
         Ok(())
     }
@@ -161,67 +250,106 @@ impl Stepper<'_> {
         let Ok(calls) = self.dfa.calls(s) else {
             return false;
         };
-        let calls: SmallVec<[(u32, u32); 4]> = calls.iter().copied().collect();
-        calls.into_iter().any(|(start, ret)| {
+        let calls: SmallVec<[(u32, u32, u32); 4]> = calls.iter().copied().collect();
+        calls.into_iter().any(|(start, ret, _)| {
             self.ends_empty(start, depth + 1) && self.ends_empty(ret, depth + 1)
         })
     }
 
-    /// Walks the subtree below trie node `at`, where `c` stands after the node's bytes, taking
-    /// only rule calls and returns for the first byte.
+    /// Walks the subtree below trie node `at`, where `c` stands after the node's bytes
+    /// (`path`), taking only rule calls and returns for the first byte.
     fn context_walk(
         &mut self,
         trie: &Trie,
         at: u32,
+        path: &[u8],
         c: Config,
         out: &mut TokenSet,
     ) -> Result<(), MaskError> {
         let nodes = &trie.nodes;
+        let base = match self.distinct.as_deref_mut() {
+            Some(d) => {
+                // The local walk reached `c` by bytes alone: a distinct item it completed
+                // there was not checked.
+                let base = d.text.len();
+                d.text.extend_from_slice(path);
+                let (pos, array) = (self.pos(), self.arena.get(c.1 as usize).map(|f| f.1));
+                if let (Some(start), Some(array)) = (self.item_start(c.1), array) {
+                    let rest = self.dfa.forced_end(c.0);
+                    let d = self.distinct.as_deref_mut().expect("checked above");
+                    let repeat = match &rest {
+                        Ok(Some(rest)) => !d.differs(array, start, pos, &[rest]),
+                        _ => false,
+                    };
+                    if repeat || rest.is_err() {
+                        d.text.truncate(base);
+                        return rest.map(|_| ());
+                    }
+                }
+                base
+            }
+            None => 0,
+        };
+        let at_depth = nodes[at as usize].depth as usize;
         let end = nodes[at as usize].subtree_end as usize;
         let mut levels: Vec<(u32, Configs)> = Vec::new();
         let mut i = at as usize + 1;
         let mut next = Configs::new();
-        while i < end {
-            while let Some((e, _)) = levels.last() {
-                if *e as usize <= i {
-                    levels.pop();
-                } else {
-                    break;
-                }
-            }
-            let node = nodes[i];
-            next.clear();
-            match levels.last() {
-                None => self.step(c, node.byte, &mut next, false, 0)?,
-                Some((_, parents)) => {
-                    let parents = parents.clone();
-                    for &p in &parents {
-                        self.step(p, node.byte, &mut next, true, 0)?;
+        let result = (|| {
+            while i < end {
+                while let Some((e, _)) = levels.last() {
+                    if *e as usize <= i {
+                        levels.pop();
+                    } else {
+                        break;
                     }
                 }
+                let node = nodes[i];
+                if let Some(d) = self.distinct.as_deref_mut() {
+                    // The text before this node's byte: the path down to its parent.
+                    d.text
+                        .truncate(base + path.len() + (node.depth as usize - at_depth - 1));
+                }
+                next.clear();
+                match levels.last() {
+                    None => self.step(c, node.byte, &mut next, false, 0)?,
+                    Some((_, parents)) => {
+                        let parents = parents.clone();
+                        for &p in &parents {
+                            self.step(p, node.byte, &mut next, true, 0)?;
+                        }
+                    }
+                }
+                if next.is_empty() {
+                    i = node.subtree_end as usize;
+                    continue;
+                }
+                for &tok in trie.node_tokens(i) {
+                    out.insert(tok);
+                }
+                if let Some(d) = self.distinct.as_deref_mut() {
+                    d.text.push(node.byte);
+                }
+                levels.push((node.subtree_end, next.clone()));
+                i += 1;
             }
-            if next.is_empty() {
-                i = node.subtree_end as usize;
-                continue;
-            }
-            for &tok in trie.node_tokens(i) {
-                out.insert(tok);
-            }
-            levels.push((node.subtree_end, next.clone()));
-            i += 1;
+            Ok(())
+        })();
+        if let Some(d) = self.distinct.as_deref_mut() {
+            d.text.truncate(base);
         }
-        Ok(())
+        result
     }
 }
 
 impl Matcher {
     pub(crate) fn new(constraint: Arc<Constraint>) -> Result<Self, MaskError> {
         let lease = constraint.lease();
-        let start = {
+        let (start, distinct) = {
             let mut inner = lease.lock()?;
             inner.dfa.refuel(lease.constraint.limits.max_work_per_step);
             let r = inner.dfa.start_rule();
-            inner.dfa.rule_start(r)?
+            (inner.dfa.rule_start(r)?, inner.dfa.has_distinct())
         };
         let mut configs = Configs::new();
         configs.push((start, NONE));
@@ -233,6 +361,7 @@ impl Matcher {
             finished: false,
             scratch: None,
             budget: None,
+            distinct: distinct.then(Box::default),
         })
     }
 
@@ -292,14 +421,23 @@ impl Matcher {
                 fresh += (inner.cached != before) as usize;
                 t_local += t0.map(|t| t.elapsed()).unwrap_or_default();
                 n_exits += local.exits.len();
-                // With a filter, this parse's tokens are gathered apart, then filtered.
-                let out: &mut TokenSet = match filter {
-                    Some(_) => {
+                let repeats = match self.distinct.as_deref_mut() {
+                    Some(d) => repeated_items(d, &self.arena, c, &local, trie),
+                    None => Vec::new(),
+                };
+                // With a filter (or repeated items to remove), this parse's tokens are
+                // gathered apart, then filtered.
+                let apart = filter.is_some() || !repeats.is_empty();
+                let out: &mut TokenSet = match apart {
+                    true => {
                         let s = scratch.get_or_insert_with(|| TokenSet::new(mask.len()));
                         s.copy_from(&local.tokens);
+                        for &t in &repeats {
+                            s.remove(t);
+                        }
                         s
                     }
-                    None => {
+                    false => {
                         if first {
                             mask.copy_from(&local.tokens);
                         } else {
@@ -312,13 +450,21 @@ impl Matcher {
                     dfa: &mut inner.dfa,
                     arena: &mut self.arena,
                     limits: &constraint.limits,
+                    distinct: self.distinct.as_deref_mut(),
                 };
                 let exits_trie = &trie.tries[local.trie];
+                let with_path = st.distinct.is_some();
                 for &(node, s) in &local.exits {
-                    st.context_walk(exits_trie, node, (s, c.1), out)?;
+                    let path = match with_path {
+                        true => exits_trie.path(node as usize, |t| trie.token_bytes(t)),
+                        false => &[],
+                    };
+                    st.context_walk(exits_trie, node, path, (s, c.1), out)?;
                 }
-                if let Some(f) = filter {
-                    out.intersect_with(f);
+                if apart {
+                    if let Some(f) = filter {
+                        out.intersect_with(f);
+                    }
                     let part = std::mem::replace(out, TokenSet::new(0));
                     if first {
                         mask.copy_from(&part);
@@ -373,6 +519,7 @@ impl Matcher {
             dfa: &mut inner.dfa,
             arena: &mut arena,
             limits: &self.lease.constraint.limits,
+            distinct: None,
         };
         self.configs.iter().any(|&c| st.can_finish(c))
     }
@@ -394,6 +541,7 @@ impl Matcher {
             if !self.is_accepting() {
                 return Err(MaskError::TokenNotAllowed { token });
             }
+            self.note_committed();
             self.history.push(self.configs.clone());
             self.finished = true;
             return Ok(());
@@ -402,20 +550,29 @@ impl Matcher {
         if bytes.is_empty() {
             return Err(MaskError::TokenNotAllowed { token });
         }
-        let next = self.advance(bytes)?;
-        if next.is_empty() {
-            return Err(MaskError::TokenNotAllowed { token });
-        }
+        let next = self.advance(bytes);
+        let next = match next {
+            Ok(next) if !next.is_empty() => next,
+            other => {
+                self.forget_uncommitted();
+                other?;
+                return Err(MaskError::TokenNotAllowed { token });
+            }
+        };
         if self.budget.is_some() {
             let lease = self.lease.clone();
             let mut guard = lease.lock()?;
-            if !self.budget_allows(&mut guard, &next)? {
+            let allowed = self.budget_allows(&mut guard, &next);
+            if !allowed.as_ref().is_ok_and(|&a| a) {
+                self.forget_uncommitted();
+                allowed?;
                 return Err(MaskError::OverBudget {
                     token,
                     left: self.token_budget().unwrap_or(0),
                 });
             }
         }
+        self.note_committed();
         self.history
             .push(std::mem::replace(&mut self.configs, next));
         Ok(())
@@ -433,6 +590,7 @@ impl Matcher {
             dfa: &mut inner.dfa,
             arena: &mut self.arena,
             limits: &constraint.limits,
+            distinct: self.distinct.as_deref_mut(),
         };
         let mut cur = self.configs.clone();
         let mut next = Configs::new();
@@ -441,9 +599,27 @@ impl Matcher {
             if next.is_empty() {
                 return Ok(next);
             }
+            if let Some(d) = st.distinct.as_deref_mut() {
+                d.text.push(b);
+            }
             std::mem::swap(&mut cur, &mut next);
         }
         Ok(cur)
+    }
+
+    /// Marks the text `advance` appended as committed (one more token).
+    fn note_committed(&mut self) {
+        if let Some(d) = self.distinct.as_deref_mut() {
+            d.committed = d.text.len();
+            d.lengths.push(d.committed);
+        }
+    }
+
+    /// Drops text that `advance` appended but was not committed.
+    fn forget_uncommitted(&mut self) {
+        if let Some(d) = self.distinct.as_deref_mut() {
+            d.text.truncate(d.committed);
+        }
     }
 
     /// True if the bytes can be appended (without committing them).
@@ -451,6 +627,7 @@ impl Matcher {
         let len = self.arena.len();
         let r = self.advance(bytes).map(|c| !c.is_empty());
         self.arena.truncate(len);
+        self.forget_uncommitted();
         r
     }
 
@@ -470,10 +647,12 @@ impl Matcher {
                 dfa: &mut inner.dfa,
                 arena: &mut self.arena,
                 limits: &constraint.limits,
+                distinct: None,
             };
             Ok(next.iter().any(|&c| st.can_finish(c)))
         });
         self.arena.truncate(len);
+        self.forget_uncommitted();
         result
     }
 
@@ -489,6 +668,11 @@ impl Matcher {
             if let Some(c) = self.history.pop() {
                 self.configs = c;
             }
+        }
+        if let Some(d) = self.distinct.as_deref_mut() {
+            d.lengths.truncate(self.history.len());
+            let len = d.lengths.last().copied().unwrap_or(0);
+            d.truncate(len);
         }
         if n > 0 {
             self.finished = false;
@@ -544,6 +728,7 @@ impl Matcher {
             dfa: &mut inner.dfa,
             arena: &mut self.arena,
             limits: &constraint.limits,
+            distinct: self.distinct.as_deref_mut(),
         };
         let mut out = Vec::new();
         let mut cur = self.configs.clone();
@@ -568,6 +753,9 @@ impl Matcher {
                 match (count, only) {
                     (1, Some((b, c))) => {
                         out.push(b);
+                        if let Some(d) = st.distinct.as_deref_mut() {
+                            d.text.push(b);
+                        }
                         cur = c;
                     }
                     _ => break,
@@ -576,6 +764,40 @@ impl Matcher {
             Ok(())
         })();
         self.arena.truncate(arena_len);
+        self.forget_uncommitted();
         result.map(|_| out)
     }
+}
+
+/// The tokens of `local` (parse `c`'s local mask) that end where the rule can only end (but
+/// for forced bytes), completing a distinct item equal to an earlier one of its array: the
+/// local walk took them by bytes alone, unchecked.
+fn repeated_items(
+    d: &mut Distinct,
+    arena: &[(u32, u32)],
+    c: Config,
+    local: &crate::constraint::LocalMask,
+    trie: &crate::TokenTrie,
+) -> Vec<u32> {
+    let start = d.info(c.1).item_start;
+    if c.1 == NONE || start == crate::distinct::NONE || local.ends.is_empty() {
+        return Vec::new();
+    }
+    let array = arena[c.1 as usize].1;
+    if d.info(array).last.0 == crate::distinct::NONE {
+        return Vec::new();
+    }
+    let t = &trie.tries[local.trie];
+    let base = d.text.len();
+    let mut out = Vec::new();
+    for (node, rest) in &local.ends {
+        d.text
+            .extend_from_slice(t.path(*node as usize, |x| trie.token_bytes(x)));
+        let end = d.text.len() as u32;
+        if !d.differs(array, start, end, &[rest]) {
+            out.extend_from_slice(t.node_tokens(*node as usize));
+        }
+        d.text.truncate(base);
+    }
+    out
 }

@@ -75,6 +75,16 @@ enum Node {
     Object(u32),
 }
 
+/// What a rule is to the distinct-items check (see [`crate::distinct`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RuleRole {
+    Plain,
+    /// An array whose items must differ: always gets a stack frame of its own.
+    Array,
+    /// An item of such an array: its frame records where the item starts.
+    Item,
+}
+
 /// An object body with members in any order (see `stencil_grammar::ir::ObjectExpr`).
 #[derive(Debug, Clone)]
 struct ObjectNode {
@@ -158,6 +168,8 @@ pub(crate) struct Nfa {
     canon_items: Vec<u32>,
     /// The continuation that starts each rule.
     rule_entry: Vec<ContId>,
+    /// Per rule its role for distinct items (empty when the grammar has none).
+    roles: Vec<RuleRole>,
     pub start_rule: u32,
     conts: Vec<Cont>,
     cont_ids: FxHashMap<Cont, ContId>,
@@ -199,6 +211,19 @@ pub(crate) struct Nfa {
 }
 
 impl Nfa {
+    /// The role of `rule` for distinct items.
+    pub fn role(&self, rule: u32) -> RuleRole {
+        self.roles
+            .get(rule as usize)
+            .copied()
+            .unwrap_or(RuleRole::Plain)
+    }
+
+    /// True if the grammar has arrays whose items must differ.
+    pub fn has_distinct(&self) -> bool {
+        !self.roles.is_empty()
+    }
+
     pub fn build(g: &Grammar, limit: usize, machine_limit: usize) -> Result<Nfa, BuildError> {
         let mut b = ArenaBuilder::default();
         b.push(Node::Empty);
@@ -221,6 +246,7 @@ impl Nfa {
             canon_conts: Vec::new(),
             canon_items: Vec::new(),
             rule_entry: Vec::new(),
+            roles: Vec::new(),
             start_rule: g.start.0,
             conts: vec![Cont::Done],
             cont_ids: FxHashMap::default(),
@@ -247,6 +273,15 @@ impl Nfa {
             lower_conts: Vec::new(),
             upper: upper::UpperMemo::default(),
         };
+        if !g.distinct.is_empty() {
+            nfa.roles = vec![RuleRole::Plain; g.rules.len()];
+            for d in &g.distinct {
+                nfa.roles[d.array.0 as usize] = RuleRole::Array;
+                for i in &d.items {
+                    nfa.roles[i.0 as usize] = RuleRole::Item;
+                }
+            }
+        }
         nfa.cont_ids.insert(Cont::Done, DONE);
         nfa.item_ids.insert(Item::Accept, ACCEPT);
         nfa.machines = (0..nfa.machine_defs.len()).map(|_| None).collect();

@@ -99,6 +99,15 @@ impl Trie {
         &self.tokens[node.tok_start as usize..node.tok_end as usize]
     }
 
+    /// The bytes from the root to node `n`: a prefix of every token at or below it.
+    pub fn path<'b>(&self, n: usize, token_bytes: impl Fn(u32) -> &'b [u8]) -> &'b [u8] {
+        let end = self.nodes[n].subtree_end as usize;
+        let depth = self.nodes[n].depth as usize;
+        (n..end.max(n + 1))
+            .find_map(|i| self.node_tokens(i).first())
+            .map_or(&[], |&t| &token_bytes(t)[..depth])
+    }
+
     /// The child of node `n` on byte `b` (children are in byte order).
     fn child(&self, n: usize, b: u8) -> Option<usize> {
         if n == 0 {

@@ -1046,6 +1046,165 @@ fn unique_items_over_finite_sets_match_the_validator() {
     }
 }
 
+/// `uniqueItems` over items that are not a finite set, kept by the matcher on the text:
+/// exactly the arrays the `jsonschema` crate validates (numbers equal by value, strings after
+/// escapes, objects whatever their member order; nested and positional items; both property
+/// orders, with whitespace).
+#[test]
+fn distinct_items_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let schemas = [
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "string"}}),
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "number"}, "maxItems": 3}),
+        json!({"type": "array", "uniqueItems": true}),
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "object", "properties": {"k": {"type": "string"}, "v": {"type": "integer"}}, "required": ["k"]}}),
+        json!({"type": "array", "uniqueItems": true, "items": {"type": "array", "uniqueItems": true, "items": {"type": "integer"}}}),
+        json!({"type": "array", "uniqueItems": true, "prefixItems": [{"type": "string"}], "items": {"type": ["string", "integer"]}}),
+        json!({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/s"}}, "b": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/s"}}}, "$defs": {"s": {"type": "string"}}}),
+        json!({"anyOf": [{"type": "array", "uniqueItems": true, "items": {"type": "string"}}, {"type": "integer"}]}),
+    ];
+    let values = [
+        json!("a"),
+        json!("b"),
+        json!("\\u0061"),
+        json!(1),
+        json!(1.0),
+        json!(10),
+        json!({"k": "a", "v": 1}),
+        json!({"v": 1, "k": "a"}),
+        json!({"k": "a"}),
+        json!([1, 2]),
+        json!([2, 1]),
+        json!([1, 1]),
+        json!(null),
+    ];
+    let mut instances = vec![
+        json!([]),
+        json!(3),
+        json!({"a": ["x", "y"], "b": ["x", "y"]}),
+        json!({"a": ["x", "x"], "b": ["y"]}),
+        json!({"a": ["x"], "b": ["y", "y"]}),
+        // The same item in two different arrays is no repeat.
+        json!({"a": ["x"], "b": ["x"]}),
+        json!({"a": [], "b": ["x", "y", "z"]}),
+    ];
+    for a in &values {
+        instances.push(json!([a]));
+        for b in &values {
+            instances.push(json!([a, b]));
+            for c in values.iter().step_by(3) {
+                instances.push(json!([a, b, c]));
+            }
+        }
+    }
+    for schema in schemas {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
+            let opts = Options {
+                property_order: order,
+                ..Options::default()
+            };
+            let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
+                .unwrap_or_else(|e| panic!("{schema}: {e}"))
+                .grammar;
+            let trie = Arc::new(TokenTrie::new(&vocab));
+            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
+            let (mut valid, mut invalid) = (0, 0);
+            for o in &instances {
+                // The escape written as such (`"\u0061"` is `"a"`), and with spaces.
+                let text = o.to_string().replace("\\\\u0061", "\\u0061");
+                for text in [text.clone(), text.replace(',', " , ")] {
+                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    if order == PropertyOrder::Schema && !in_schema_order(&value) {
+                        continue;
+                    }
+                    let accepted = c
+                        .matcher()
+                        .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                        .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+                    assert_eq!(accepted, validator.is_valid(&value), "{schema}: {text}");
+                    valid += accepted as usize;
+                    invalid += !accepted as usize;
+                }
+            }
+            assert!(
+                valid >= 4 && invalid >= 4,
+                "{schema}: {valid} valid, {invalid} invalid"
+            );
+        }
+    }
+}
+
+/// True if every object in `v` writes `k` before `v` (the schema order of the test schemas).
+fn in_schema_order(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Object(m) => {
+            let keys: Vec<&String> = m.keys().collect();
+            let k = keys.iter().position(|x| *x == "k");
+            let v2 = keys.iter().position(|x| *x == "v");
+            !matches!((k, v2), (Some(a), Some(b)) if a > b) && m.values().all(in_schema_order)
+        }
+        serde_json::Value::Array(a) => a.iter().all(in_schema_order),
+        _ => true,
+    }
+}
+
+/// Masks under distinct items never let a repeat through: random walks over a vocabulary of
+/// JSON pieces (tokens that close an item, close it and open the next, or close the array)
+/// end valid, and no walk meets a dead end where an item can always be made longer.
+#[test]
+fn distinct_item_masks_never_allow_a_repeat() {
+    let vocab = tiny_vocab("ab\"[],{}:k ");
+    let eos = vocab.eos_ids()[0];
+    let schemas = [
+        json!({"type": "array", "uniqueItems": true, "maxItems": 5, "items": {"type": "string", "pattern": "^[ab]+$"}}),
+        json!({"type": "array", "uniqueItems": true, "maxItems": 4, "items": {"type": "object", "properties": {"k": {"type": "string", "pattern": "^[ab]+$"}}, "required": ["k"], "additionalProperties": false}}),
+    ];
+    for (schema, ws) in schemas
+        .iter()
+        .flat_map(|s| [(s, Whitespace::Compact), (s, Whitespace::default())])
+    {
+        let validator = jsonschema::validator_for(schema).expect("valid schema");
+        let c = constraint(ConstraintSpec::JsonSchema(schema.clone()), &vocab, ws);
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut mask = TokenSet::new(vocab.len());
+        let mut finished = 0;
+        for walk in 0..300 {
+            let mut m = c.matcher().unwrap();
+            let mut text = String::new();
+            for _ in 0..120 {
+                m.compute_mask(&mut mask).unwrap();
+                let allowed: Vec<u32> = mask.iter().collect();
+                assert!(
+                    !allowed.is_empty(),
+                    "{schema}: walk {walk} stuck after {text}"
+                );
+                if mask.contains(eos) {
+                    finished += 1;
+                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    assert!(validator.is_valid(&v), "{schema}: {text}");
+                    break;
+                }
+                // Half the time a token that closes something, to make repeats likely.
+                let closing: Vec<u32> = allowed
+                    .iter()
+                    .copied()
+                    .filter(|&t| vocab.token_bytes(t).iter().any(|b| b"\"]},".contains(b)))
+                    .collect();
+                let pool = if !closing.is_empty() && rng.random_bool(0.5) {
+                    &closing
+                } else {
+                    &allowed
+                };
+                let t = pool[rng.random_range(0..pool.len())];
+                m.commit(t).unwrap();
+                text.push_str(std::str::from_utf8(vocab.token_bytes(t)).unwrap());
+            }
+        }
+        assert!(finished >= 100, "{schema}: {finished} walks finished");
+    }
+}
+
 /// A special token named in a Lark grammar (`<tool>`) is allowed exactly there, as the control
 /// token itself; no text reaches it (a raw-byte token holding the mark byte included) and no
 /// other constraint allows it.

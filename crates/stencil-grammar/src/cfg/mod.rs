@@ -258,6 +258,7 @@ impl RuleSet {
         let mut grammar = Grammar {
             rules: out,
             start: RuleId(0),
+            distinct: Vec::new(),
         };
         for (g, want) in self.embeds.into_iter().zip(embed_starts) {
             let got = grammar.embed(g);

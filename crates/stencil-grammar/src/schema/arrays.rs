@@ -9,16 +9,33 @@ impl Compiler<'_> {
         }
         let min = self.count(m, "minItems", ptr)?.unwrap_or(0);
         let mut max = self.count(m, "maxItems", ptr)?;
+        let mut distinct = false;
         if m.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
             if let Some(e) = self.unique_finite_items(m, min, max, ptr)? {
                 return Ok(e);
             }
-            self.refuse(
-                "uniqueItems",
-                ptr,
-                "uniqueItems on arrays that may hold more than one item, of items not drawn from a finite set of at most 64 scalars",
-            )?;
+            if self.negating > 0 {
+                self.refuse(
+                    "uniqueItems",
+                    ptr,
+                    "the complement of uniqueItems (arrays with a repeated item) under not, oneOf or if",
+                )?;
+            } else {
+                // The matcher keeps the items distinct (`DistinctItems`).
+                distinct = true;
+            }
         }
+        // Under `uniqueItems` every item is a call to its own rule, so the matcher sees where
+        // each item starts and ends.
+        let mut item_rules = Vec::new();
+        let mut item = |c: &mut Self, e: Expr, name: String| -> Expr {
+            if !distinct || e.is_nothing() {
+                return e;
+            }
+            let id = c.add_rule(name, e);
+            item_rules.push(id);
+            Expr::Call(id)
+        };
         // Positional items, then the schema for the rest.
         let (prefix, rest): (Vec<Value>, Value) = match (m.get("prefixItems"), m.get("items")) {
             (Some(Value::Array(p)), items) => {
@@ -50,9 +67,10 @@ impl Compiler<'_> {
                 max = Some(max.map_or(i as u32, |x| x.min(i as u32)));
                 break;
             }
-            elems.push(e);
+            elems.push(item(self, e, format!("{ptr}/prefixItems/{i}")));
         }
         let rest_expr = self.schema_expr(&rest, &format!("{ptr}/items"))?;
+        let rest_expr = item(self, rest_expr, format!("{ptr}/items"));
         if rest_expr.is_nothing() {
             let n = elems.len() as u32;
             max = Some(max.map_or(n, |x| x.min(n)));
@@ -62,7 +80,7 @@ impl Compiler<'_> {
             return Ok(Expr::Nothing);
         }
         let sep = Expr::concat([self.json.ws(), Expr::literal(","), self.json.ws()]);
-        let rest_expr = if rest_expr.is_nothing() {
+        let rest_expr = if rest_expr.is_nothing() || distinct {
             rest_expr
         } else {
             self.share(rest_expr, &format!("{ptr}/items"))
@@ -96,7 +114,16 @@ impl Compiler<'_> {
                 Expr::concat([first, tail]),
             ])
         };
-        Ok(self.json.array_of(body))
+        let array = self.json.array_of(body);
+        if !distinct {
+            return Ok(array);
+        }
+        let id = self.add_rule(ptr.to_string(), array);
+        self.distinct.push(crate::expr::DistinctItems {
+            array: id,
+            items: item_rules,
+        });
+        Ok(Expr::Call(id))
     }
 
     /// `uniqueItems` over items drawn from a finite set of scalars (an `enum` or `const`,

@@ -164,6 +164,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         ref_memo: HashMap::new(),
         inline_stack: Vec::new(),
         any_rule: None,
+        distinct: Vec::new(),
         warnings: Vec::new(),
         draft,
         nodes: 0,
@@ -193,6 +194,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         grammar: Grammar {
             rules: c.rules,
             start: RuleId(0),
+            distinct: c.distinct,
         },
         warnings: c.warnings,
     })
@@ -214,6 +216,8 @@ struct Compiler<'a> {
     /// `$ref` targets being inlined right now (outermost first).
     inline_stack: Vec<String>,
     any_rule: Option<RuleId>,
+    /// Arrays whose items the matcher keeps distinct (`uniqueItems`).
+    distinct: Vec<crate::expr::DistinctItems>,
     warnings: Vec<Warning>,
     /// The declared draft's rules where drafts differ.
     draft: refs::Draft,
@@ -573,6 +577,12 @@ impl<'a> Compiler<'a> {
                     GrammarError::invalid(ptr, format!("{k} must be a non-negative integer"))
                 }),
         }
+    }
+
+    /// Adds a rule and returns its id.
+    fn add_rule(&mut self, name: String, expr: Expr) -> RuleId {
+        self.rules.push(Rule { name, expr });
+        RuleId(self.rules.len() as u32 - 1)
     }
 
     /// Wraps a large repeated subexpression in a rule so that repetitions share one copy.
