@@ -1205,6 +1205,80 @@ fn distinct_item_masks_never_allow_a_repeat() {
     }
 }
 
+/// `allOf` over object schemas whose patterns and `additionalProperties` differ: each keeps its
+/// own rule for each key (declared, matched by its patterns, or left to its
+/// `additionalProperties`), exactly as the `jsonschema` crate validates.
+#[test]
+fn object_schemas_with_patterns_in_all_of_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let schemas = [
+        json!({"allOf": [
+            {"patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": false},
+            {"properties": {"ab": {"minimum": 5}, "c": {"type": "string"}}, "patternProperties": {"b$": {"maximum": 10}}}
+        ]}),
+        json!({"type": "object", "minProperties": 2, "allOf": [
+            {"patternProperties": {"^.{1,2}$": false}},
+            {"patternProperties": {"a": true}, "additionalProperties": false},
+            {"patternProperties": {"b": true}, "additionalProperties": false}
+        ]}),
+        json!({"allOf": [
+            {"properties": {"x": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+            {"patternProperties": {"^x": {"minimum": 3}, "^y": {"maxLength": 2}}},
+            {"patternProperties": {"^x": {"maximum": 9}}, "required": ["x"]}
+        ]}),
+    ];
+    let keys = [
+        "a", "ab", "abc", "b", "ba", "bab", "c", "x", "xy", "y", "yy", "abcd",
+    ];
+    let values = [
+        json!(1),
+        json!(7),
+        json!(12),
+        json!("s"),
+        json!("long"),
+        json!(null),
+    ];
+    let mut instances = vec![json!({}), json!([]), json!(1)];
+    for (i, k) in keys.iter().enumerate() {
+        for v in &values {
+            instances.push(json!({ *k: v }));
+            instances.push(json!({"x": 5, *k: v}));
+            for k2 in keys.iter().skip(i + 1).step_by(2) {
+                for v2 in values.iter().step_by(2) {
+                    instances.push(json!({ *k: v, *k2: v2 }));
+                }
+            }
+        }
+    }
+    for schema in schemas {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        let opts = Options {
+            property_order: PropertyOrder::Any,
+            ..Options::default()
+        };
+        let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
+            .unwrap_or_else(|e| panic!("{schema}: {e}"))
+            .grammar;
+        let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), Limits::default())
+            .expect("constraint");
+        let (mut valid, mut invalid) = (0, 0);
+        for o in &instances {
+            let text = o.to_string();
+            let accepted = c
+                .matcher()
+                .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+            assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}");
+            valid += accepted as usize;
+            invalid += !accepted as usize;
+        }
+        assert!(
+            valid >= 5 && invalid >= 5,
+            "{schema}: {valid} valid, {invalid} invalid"
+        );
+    }
+}
+
 /// A special token named in a Lark grammar (`<tool>`) is allowed exactly there, as the control
 /// token itself; no text reaches it (a raw-byte token holding the mark byte included) and no
 /// other constraint allows it.

@@ -1,6 +1,7 @@
 //! `allOf` as one schema: merges two schema objects into one whose instances are exactly those
 //! valid under both, or refuses (naming the keyword) where that cannot be written as one schema.
 
+use super::objects::VIEWS;
 use crate::numeric::Decimal;
 use crate::GrammarError;
 use serde_json::{json, Map, Value};
@@ -54,6 +55,7 @@ pub const VALIDATION: &[&str] = &[
     "unevaluatedProperties",
     "unevaluatedItems",
     "nullable",
+    VIEWS,
 ];
 
 /// True if the key constrains instances.
@@ -207,13 +209,14 @@ pub fn merge(a: &Obj, b: &Obj, ptr: &str) -> Result<Value, GrammarError> {
         }
     }
     let mut out = a.clone();
-    object_keywords(&a, &b, &mut out, ptr)?;
+    object_keywords(&a, &b, &mut out);
     array_keywords(&a, &b, &mut out);
     for (k, vb) in &b {
         if matches!(
             k.as_str(),
             "properties" | "additionalProperties" | "patternProperties" | "prefixItems" | "items"
         ) && !(k == "items" && (va_is_array(&a) || va_is_array(&b)))
+            || k == VIEWS
         {
             continue;
         }
@@ -429,26 +432,30 @@ fn gcd(a: u128, b: u128) -> u128 {
     }
 }
 
+/// The keywords that say which schema each key of an object is validated by.
+const KEY_KEYWORDS: [&str; 3] = ["properties", "additionalProperties", "patternProperties"];
+
 /// properties / additionalProperties / patternProperties together: a key declared on one side
-/// only must also satisfy the other side's schema for undeclared keys.
-fn object_keywords(a: &Obj, b: &Obj, out: &mut Obj, ptr: &str) -> Result<(), GrammarError> {
-    let has = |m: &Obj| {
-        m.contains_key("properties")
-            || m.contains_key("additionalProperties")
-            || m.contains_key("patternProperties")
-    };
+/// only must also satisfy the other side's schema for undeclared keys. Where patterns make that
+/// more than one triple can say, both sides are kept as views (see `VIEWS`).
+fn object_keywords(a: &Obj, b: &Obj, out: &mut Obj) {
+    let has = |m: &Obj| KEY_KEYWORDS.iter().any(|k| m.contains_key(*k)) || m.contains_key(VIEWS);
     if !has(b) {
-        return Ok(());
+        return;
     }
     if !has(a) {
-        for k in ["properties", "additionalProperties", "patternProperties"] {
-            if let Some(v) = b.get(k) {
-                out.insert(k.into(), v.clone());
+        for k in KEY_KEYWORDS.iter().chain([&VIEWS]) {
+            if let Some(v) = b.get(*k) {
+                out.insert(k.to_string(), v.clone());
             }
         }
-        return Ok(());
+        return;
     }
-    if a.contains_key("patternProperties") || b.contains_key("patternProperties") {
+    if a.contains_key("patternProperties")
+        || b.contains_key("patternProperties")
+        || a.contains_key(VIEWS)
+        || b.contains_key(VIEWS)
+    {
         let same = a.get("patternProperties") == b.get("patternProperties");
         let one_sided_simple = |x: &Obj, y: &Obj| {
             x.contains_key("patternProperties")
@@ -456,12 +463,27 @@ fn object_keywords(a: &Obj, b: &Obj, out: &mut Obj, ptr: &str) -> Result<(), Gra
                 && !y.contains_key("additionalProperties")
                 && !x.contains_key("additionalProperties")
         };
-        if !(same || one_sided_simple(a, b) || one_sided_simple(b, a)) {
-            return Err(GrammarError::unsupported(
-                "patternProperties",
-                ptr,
-                "patternProperties combined with other object schemas in allOf",
-            ));
+        let views = a.contains_key(VIEWS) || b.contains_key(VIEWS);
+        if views || !(same || one_sided_simple(a, b) || one_sided_simple(b, a)) {
+            // Each side keeps its own rule for keys (see `VIEWS`).
+            let mut list = Vec::new();
+            for m in [a, b] {
+                match m.get(VIEWS) {
+                    Some(Value::Array(v)) => list.extend(v.iter().cloned()),
+                    _ => {
+                        let view: Obj = KEY_KEYWORDS
+                            .iter()
+                            .filter_map(|k| Some((k.to_string(), m.get(*k)?.clone())))
+                            .collect();
+                        list.push(Value::Object(view));
+                    }
+                }
+            }
+            for k in KEY_KEYWORDS {
+                out.remove(k);
+            }
+            out.insert(VIEWS.into(), Value::Array(list));
+            return;
         }
         if let Some(pp) = a
             .get("patternProperties")
@@ -503,5 +525,4 @@ fn object_keywords(a: &Obj, b: &Obj, out: &mut Obj, ptr: &str) -> Result<(), Gra
     } else {
         out.remove("additionalProperties");
     }
-    Ok(())
 }

@@ -682,7 +682,7 @@ fn property_schema<'m>(m: &'m Obj, k: &str) -> &'m Value {
     if let Some(p) = m.get("properties").and_then(|p| p.get(k)) {
         return p;
     }
-    if m.contains_key("patternProperties") {
+    if m.contains_key("patternProperties") || m.contains_key(objects::VIEWS) {
         return &TRUE;
     }
     m.get("additionalProperties").unwrap_or(&TRUE)

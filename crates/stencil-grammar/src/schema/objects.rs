@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// Internal key of a merged object schema: the object schemas of an `allOf` whose keys cannot
+/// be written as one `properties`/`patternProperties`/`additionalProperties` triple (see
+/// `Compiler::object_views`). A NUL byte starts it, so no schema written by hand has it.
+pub(super) const VIEWS: &str = "\u{0}allOf object views";
+
+/// Most `patternProperties` of one object schema (regions are subsets of patterns).
+const MAX_PATTERNS: usize = 4;
+/// Most patterns of merged object schemas, their `additionalProperties` included.
+const MAX_VIEW_PATTERNS: usize = 8;
+
+/// Declared properties, the schema of other keys, patterns (source, schema) and their key
+/// languages.
+type ObjectKeys = (Obj, Value, Vec<(String, Value)>, Vec<Expr>);
+
 impl Compiler<'_> {
     pub(super) fn object(
         &mut self,
@@ -15,12 +29,11 @@ impl Compiler<'_> {
         if max.is_some_and(|x| x < min) {
             return Ok(Expr::Nothing);
         }
-        let empty = Obj::new();
-        let props = match m.get("properties") {
-            None => &empty,
-            Some(Value::Object(p)) => p,
-            Some(_) => return Err(GrammarError::invalid(ptr, "properties must be an object")),
+        let (props, additional, patterns, pattern_contents) = match m.get(VIEWS) {
+            Some(views) => self.object_views(views, ptr)?,
+            None => self.object_keys(m, ptr)?,
         };
+        let props = &props;
         let required: Vec<String> = match m.get("required") {
             None => vec![],
             Some(Value::Array(r)) => r
@@ -29,34 +42,6 @@ impl Compiler<'_> {
                 .collect(),
             Some(_) => return Err(GrammarError::invalid(ptr, "required must be an array")),
         };
-        let additional = match (
-            m.get("additionalProperties"),
-            m.get("unevaluatedProperties"),
-        ) {
-            (Some(a), _) => a.clone(),
-            (None, Some(u)) => u.clone(),
-            (None, None) => Value::Bool(true),
-        };
-        let patterns: Vec<(String, Value)> = match m.get("patternProperties") {
-            None => vec![],
-            Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Some(_) => {
-                return Err(GrammarError::invalid(
-                    ptr,
-                    "patternProperties must be an object",
-                ))
-            }
-        };
-        if patterns.len() > 4 {
-            self.refuse("patternProperties", ptr, "more than 4 patterns")?;
-        }
-        let mut pattern_contents = Vec::new();
-        for (p, _) in &patterns {
-            pattern_contents.push(pattern_to_string_content(
-                p,
-                &format!("{ptr}/patternProperties"),
-            )?);
-        }
         let names_content = match m.get("propertyNames") {
             None | Some(Value::Bool(true)) => None,
             Some(Value::Bool(false)) => Some(Expr::Nothing),
@@ -256,6 +241,109 @@ impl Compiler<'_> {
             self.json.ws(),
             Expr::literal("}"),
         ]))
+    }
+
+    /// An object schema's keys: its declared properties, the schema of other keys, and its
+    /// patterns (source, schema) with their key languages.
+    fn object_keys(&mut self, m: &Obj, ptr: &str) -> Result<ObjectKeys, GrammarError> {
+        let props = match m.get("properties") {
+            None => Obj::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => return Err(GrammarError::invalid(ptr, "properties must be an object")),
+        };
+        let additional = match (
+            m.get("additionalProperties"),
+            m.get("unevaluatedProperties"),
+        ) {
+            (Some(a), _) => a.clone(),
+            (None, Some(u)) => u.clone(),
+            (None, None) => Value::Bool(true),
+        };
+        let patterns: Vec<(String, Value)> = match m.get("patternProperties") {
+            None => vec![],
+            Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => {
+                return Err(GrammarError::invalid(
+                    ptr,
+                    "patternProperties must be an object",
+                ))
+            }
+        };
+        if patterns.len() > MAX_PATTERNS {
+            self.refuse("patternProperties", ptr, "more than 4 patterns")?;
+        }
+        let mut contents = Vec::new();
+        for (p, _) in &patterns {
+            contents.push(pattern_to_string_content(
+                p,
+                &format!("{ptr}/patternProperties"),
+            )?);
+        }
+        Ok((props, additional, patterns, contents))
+    }
+
+    /// The keys of an `allOf` of object schemas (`views`, see [`VIEWS`]) as one object schema:
+    /// each view's declared properties (joined where several declare one), each view's
+    /// patterns, and per view whose `additionalProperties` constrains something, a pattern of
+    /// the keys it neither declares nor matches by a pattern, with that schema. A key is then
+    /// validated by every pattern it matches, as `patternProperties` are, which is each view's
+    /// own rule for it; no key is left to `additionalProperties`.
+    fn object_views(&mut self, views: &Value, ptr: &str) -> Result<ObjectKeys, GrammarError> {
+        let Value::Array(views) = views else {
+            return Err(GrammarError::invalid(ptr, "object views must be a list"));
+        };
+        let mut props = Obj::new();
+        let mut patterns = Vec::new();
+        let mut contents = Vec::new();
+        for (i, v) in views.iter().enumerate() {
+            let Value::Object(v) = v else {
+                return Err(GrammarError::invalid(
+                    ptr,
+                    "an object view must be an object",
+                ));
+            };
+            let vptr = format!("{ptr}/allOf/{i}");
+            let (p, additional, pats, cs) = self.object_keys(v, &vptr)?;
+            let mut own = Vec::new();
+            for (name, schema) in p {
+                let q = serde_json::to_string(&name).unwrap_or_default();
+                own.push(Expr::literal(&q.as_bytes()[1..q.len() - 1]));
+                let joined = match props.remove(&name) {
+                    Some(prev) => json!({"allOf": [prev, schema]}),
+                    None => schema,
+                };
+                props.insert(name, joined);
+            }
+            own.extend(cs.iter().cloned());
+            // A pattern several views share is one pattern with all their schemas.
+            for ((source, schema), content) in pats.into_iter().zip(cs) {
+                match patterns.iter().position(|(p, _)| *p == source) {
+                    Some(i) => {
+                        let prev = std::mem::take(&mut patterns[i].1);
+                        patterns[i].1 = json!({"allOf": [prev, schema]});
+                    }
+                    None => {
+                        patterns.push((source, schema));
+                        contents.push(content);
+                    }
+                }
+            }
+            if additional != Value::Bool(true) {
+                patterns.push((
+                    format!("(keys {vptr} leaves to additionalProperties)"),
+                    additional,
+                ));
+                contents.push(Expr::Not(Box::new(Expr::alt(own))));
+            }
+        }
+        if patterns.len() > MAX_VIEW_PATTERNS {
+            self.refuse(
+                "patternProperties",
+                ptr,
+                &format!("object schemas in allOf with more than {MAX_VIEW_PATTERNS} patterns and constrained additionalProperties together"),
+            )?;
+        }
+        Ok((props, Value::Bool(true), patterns, contents))
     }
 
     /// The content of property names allowed by a `propertyNames` schema.
