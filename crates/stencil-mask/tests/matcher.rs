@@ -1279,6 +1279,78 @@ fn object_schemas_with_patterns_in_all_of_match_the_validator() {
     }
 }
 
+/// A recursive `$ref` inside `allOf` (a tree whose nested nodes must also satisfy another
+/// schema): the merge is unfolded once and becomes a rule where it recurs, exactly as the
+/// `jsonschema` crate validates, at every depth tried.
+#[test]
+fn recursive_refs_inside_all_of_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let schemas = [
+        json!({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"allOf": [{"$ref": "#/$defs/node"}, {"required": ["v"]}]}}
+        }}}}),
+        json!({"$defs": {"foo": {"type": "object", "properties": {
+            "kid": {"allOf": [{"$ref": "#/$defs/foo"}, {"$ref": "#/$defs/small"}]},
+            "v": {"type": "integer"}
+        }}, "small": {"maxProperties": 1}}, "anyOf": [{"$ref": "#/$defs/foo"}, {"type": "null"}]}),
+    ];
+    let mut instances = vec![json!(null), json!({}), json!(1)];
+    let leaves = [
+        json!({}),
+        json!({"v": 1}),
+        json!({"v": "x"}),
+        json!({"kid": null}),
+    ];
+    let mut level: Vec<serde_json::Value> = leaves.to_vec();
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for (i, a) in level.iter().enumerate() {
+            next.push(json!({"kids": [a]}));
+            next.push(json!({"v": 2, "kids": [a, {"v": 3}]}));
+            next.push(json!({"kid": a}));
+            if i % 2 == 0 {
+                next.push(json!({"kid": a, "v": 1}));
+            }
+        }
+        instances.extend(next.iter().cloned());
+        level = next.into_iter().step_by(3).collect();
+    }
+    // Unbounded, and unrolled to a depth (as generation does) deeper than any instance.
+    for (schema, max_recursion) in schemas.iter().flat_map(|s| [(s, None), (s, Some(6))]) {
+        let validator = jsonschema::validator_for(schema).expect("valid schema");
+        let opts = Options {
+            property_order: PropertyOrder::Any,
+            max_recursion,
+            ..Options::default()
+        };
+        let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
+            .unwrap_or_else(|e| panic!("{schema}: {e}"))
+            .grammar;
+        let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), Limits::default())
+            .expect("constraint");
+        let (mut valid, mut invalid) = (0, 0);
+        for o in &instances {
+            let text = o.to_string();
+            let accepted = c
+                .matcher()
+                .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+            assert_eq!(
+                accepted,
+                validator.is_valid(o),
+                "{schema} {max_recursion:?}: {text}"
+            );
+            valid += accepted as usize;
+            invalid += !accepted as usize;
+        }
+        assert!(
+            valid >= 5 && invalid >= 5,
+            "{schema}: {valid} valid, {invalid} invalid"
+        );
+    }
+}
+
 /// A special token named in a Lark grammar (`<tool>`) is allowed exactly there, as the control
 /// token itself; no text reaches it (a raw-byte token holding the mark byte included) and no
 /// other constraint allows it.

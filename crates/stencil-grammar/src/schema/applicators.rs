@@ -104,6 +104,7 @@ impl Compiler<'_> {
             // Branches that cannot be merged (two `oneOf`s, two `if`s) are compiled on their
             // own and intersected type by type.
             let mut separate: Vec<(Value, String)> = Vec::new();
+            let unfolded_from = self.unfolded.len();
             for (i, branch) in list.iter().enumerate() {
                 let bptr = format!("{ptr}/allOf/{i}");
                 let branch = self.expand_ref(branch, &bptr)?;
@@ -126,27 +127,12 @@ impl Compiler<'_> {
                     }
                 };
             }
-            let mut out = self.parts(&acc, ptr)?;
-            for (branch, bptr) in separate {
-                let p = self.parts(&branch, &bptr)?;
-                for t in 0..6 {
-                    out[t] = match (&out[t], &p[t]) {
-                        (Expr::Nothing, _) | (_, Expr::Nothing) => Expr::Nothing,
-                        (x, y) if x == y => x.clone(),
-                        (x, y) if !x.has_call() && !y.has_call() => {
-                            Expr::and(vec![x.clone(), y.clone()])
-                        }
-                        _ => {
-                            return Err(GrammarError::unsupported(
-                                "allOf",
-                                &bptr,
-                                format!("intersecting recursive {} schemas", TYPES[t]),
-                            ))
-                        }
-                    };
-                }
-            }
-            return Ok(out);
+            let unfolded: Vec<String> = self.unfolded.drain(unfolded_from..).collect();
+            let depth = self.inline_stack.len();
+            self.inline_stack.extend(unfolded);
+            let out = self.merged_parts(acc, separate, ptr);
+            self.inline_stack.truncate(depth);
+            return out;
         }
         let base = |skip: &[&str]| -> Obj {
             m.iter()
@@ -442,6 +428,91 @@ impl Compiler<'_> {
         Ok(out)
     }
 
+    /// An `allOf` merged into `acc` (and the branches that could not be merged, intersected
+    /// type by type). A merged schema met again while it is being compiled (a recursive
+    /// `$ref` unfolded into the merge, see `expand_ref`) becomes a rule, as a recursive `$ref`
+    /// target does.
+    fn merged_parts(
+        &mut self,
+        acc: Value,
+        separate: Vec<(Value, String)>,
+        ptr: &str,
+    ) -> Result<Parts, GrammarError> {
+        let mut key = format!(
+            "{}{}{}",
+            if self.negating > 0 { "\u{1}" } else { "" },
+            acc,
+            Value::Array(separate.iter().map(|(b, _)| b.clone()).collect())
+        );
+        // Under bounded recursion no merge recurs: each level is its own (the unfoldings on
+        // the stack tell them apart).
+        if self.opts.max_recursion.is_some() {
+            for t in &self.inline_stack {
+                key.push('\u{0}');
+                key.push_str(t);
+            }
+        }
+        if let Some(&rule) = self.merged_rules.get(&key) {
+            return Ok(self.call_parts(rule, &acc, ptr));
+        }
+        if self.merged_stack.contains(&key) {
+            let rule = RuleId(self.rules.len() as u32);
+            self.rules.push(Rule {
+                name: format!("{ptr} (allOf)"),
+                expr: Expr::Nothing,
+            });
+            self.merged_rules.insert(key.clone(), rule);
+            let body = self.merged_inner(&acc, separate, ptr)?;
+            let body = alt_parts(body);
+            if body.is_nothing() {
+                return Err(GrammarError::Unsatisfiable {
+                    pointer: ptr.to_string(),
+                });
+            }
+            self.rules[rule.0 as usize].expr = body;
+            return Ok(self.call_parts(rule, &acc, ptr));
+        }
+        if self.merged_stack.len() > 64 {
+            return Err(GrammarError::invalid(
+                ptr,
+                "allOf merges nested deeper than 64",
+            ));
+        }
+        self.merged_stack.push(key);
+        let out = self.merged_inner(&acc, separate, ptr);
+        self.merged_stack.pop();
+        out
+    }
+
+    fn merged_inner(
+        &mut self,
+        acc: &Value,
+        separate: Vec<(Value, String)>,
+        ptr: &str,
+    ) -> Result<Parts, GrammarError> {
+        let mut out = self.parts(acc, ptr)?;
+        for (branch, bptr) in separate {
+            let p = self.parts(&branch, &bptr)?;
+            for t in 0..6 {
+                out[t] = match (&out[t], &p[t]) {
+                    (Expr::Nothing, _) | (_, Expr::Nothing) => Expr::Nothing,
+                    (x, y) if x == y => x.clone(),
+                    (x, y) if !x.has_call() && !y.has_call() => {
+                        Expr::and(vec![x.clone(), y.clone()])
+                    }
+                    _ => {
+                        return Err(GrammarError::unsupported(
+                            "allOf",
+                            &bptr,
+                            format!("intersecting recursive {} schemas", TYPES[t]),
+                        ))
+                    }
+                };
+            }
+        }
+        Ok(out)
+    }
+
     /// Resolves a `{"$ref": ...}` (with or without siblings) into a mergeable schema value.
     pub(super) fn expand_ref(&mut self, v: &Value, ptr: &str) -> Result<Value, GrammarError> {
         let Some(m) = v.as_object() else {
@@ -451,16 +522,30 @@ impl Compiler<'_> {
             return Ok(v.clone());
         };
         let (target, tptr) = self.resolve(r, ptr)?;
-        if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+        if self.expanding.contains(&tptr) {
             return Err(GrammarError::unsupported(
                 "$ref",
                 ptr,
-                "a recursive $ref inside allOf",
+                "a cycle of $refs with nothing between them",
             ));
         }
+        // A recursive target is unfolded into the merge: the merged schema is compiled as a
+        // rule where it recurs (see `merged_parts`); under bounded recursion, each unfolding
+        // counts as a level and none goes past the limit.
+        if self.inline_stack.contains(&tptr) || self.ref_rules.contains_key(&tptr) {
+            if let Some(limit) = self.opts.max_recursion {
+                let depth = self.inline_stack.iter().filter(|t| **t == tptr).count() as u32;
+                if depth > limit {
+                    return Ok(Value::Bool(false));
+                }
+            }
+            self.unfolded.push(tptr.clone());
+        }
+        self.expanding.push(tptr.clone());
         self.inline_stack.push(tptr.clone());
         let expanded = self.expand_ref(target, &tptr);
         self.inline_stack.pop();
+        self.expanding.pop();
         let expanded = expanded?;
         let rest: Obj = m
             .iter()

@@ -163,6 +163,10 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         depth_rules: HashMap::new(),
         ref_memo: HashMap::new(),
         inline_stack: Vec::new(),
+        expanding: Vec::new(),
+        unfolded: Vec::new(),
+        merged_rules: HashMap::new(),
+        merged_stack: Vec::new(),
         any_rule: None,
         distinct: Vec::new(),
         warnings: Vec::new(),
@@ -215,6 +219,15 @@ struct Compiler<'a> {
     cyclic: std::collections::HashSet<String>,
     /// `$ref` targets being inlined right now (outermost first).
     inline_stack: Vec<String>,
+    /// `$ref` targets being expanded into an `allOf` merge right now (a chain of bare refs).
+    expanding: Vec<String>,
+    /// Recursive `$ref` targets unfolded into the `allOf` merge being built (pushed on the
+    /// inline stack while the merge compiles, so bounded recursion counts them).
+    unfolded: Vec<String>,
+    /// Merged `allOf` schemas (by their JSON) that turned out recursive: their rules.
+    merged_rules: HashMap<String, RuleId>,
+    /// Merged `allOf` schemas being compiled right now.
+    merged_stack: Vec<String>,
     any_rule: Option<RuleId>,
     /// Arrays whose items the matcher keeps distinct (`uniqueItems`).
     distinct: Vec<crate::expr::DistinctItems>,
