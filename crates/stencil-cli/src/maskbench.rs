@@ -228,7 +228,7 @@ pub fn run(args: MaskBenchArgs) -> Result<()> {
         }
         let r = run_schema(&engine, p, &options, args.budget_slack);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % 500 == 0 {
+        if n.is_multiple_of(500) {
             eprintln!(
                 "  {n}/{} schemas, {:.0}s",
                 files.len(),

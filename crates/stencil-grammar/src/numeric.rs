@@ -428,7 +428,7 @@ pub fn multiple_of(step: &Decimal) -> Option<Expr> {
         v
     };
     let mut states = vec![ByteDfaState::default(); n];
-    let accepts_at = |j: usize, r: usize| r * pow10(p - j) % md == 0;
+    let accepts_at = |j: usize, r: usize| (r * pow10(p - j)).is_multiple_of(md);
     let digit_moves = |r: usize, j_next: &dyn Fn(usize) -> u32| -> Vec<(u8, u8, u32)> {
         (0..10u8)
             .map(|d| (b'0' + d, b'0' + d, j_next((r * 10 + d as usize) % md)))
@@ -468,7 +468,7 @@ pub fn multiple_of(step: &Decimal) -> Option<Expr> {
             } else {
                 // The p-th fraction digit completes the scaled integer.
                 (0..10u8)
-                    .filter(|d| (r * 10 + *d as usize) % md == 0)
+                    .filter(|d| (r * 10 + *d as usize).is_multiple_of(md))
                     .map(|d| (b'0' + d, b'0' + d, zeros))
                     .collect()
             };

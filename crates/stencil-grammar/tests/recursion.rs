@@ -55,7 +55,7 @@ fn random_value(at: Option<char>, depth: u32, rng: &mut u64) -> Value {
         *rng = rng
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        if depth > 0 && (*rng >> 33) % 3 != 0 {
+        if depth > 0 && !(*rng >> 33).is_multiple_of(3) {
             let t = target(at, k);
             m.insert(k.to_string(), random_value(Some(t), depth - 1, rng));
         }

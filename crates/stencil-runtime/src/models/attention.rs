@@ -181,7 +181,7 @@ impl Head<'_> {
     /// AVX2 path and the portable one give the same bits.
     fn attend(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if self.q.len() % LANES == 0 && super::simd() {
+        if self.q.len().is_multiple_of(LANES) && super::simd() {
             // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time); rows are whole
             // registers.
             return unsafe { avx2::attend(self, scores, y) };

@@ -8,11 +8,12 @@
 //! case `m = -8 d`, converted exactly at load). Activations are quantized per block to `i8`
 //! with a scale `a = s * p` (llama.cpp's Q8_1), and a block's dot product is
 //! `d * s * Σ q p + m * (s * Σ p)`. The integer sums are exact (AVX2 `maddubs` of unsigned
-//! nibbles by signed bytes cannot saturate: 4 · 15 · 128 < 2^15); the float part runs in a
-//! fixed order (eight lanes, four per block of a pair of blocks, each a chain of FMAs, then a
-//! fixed pairwise sum),
-//! which the scalar fallback reproduces step for step, so both paths give bit-identical
-//! results, and a row's result does not depend on which other rows run with it.
+//! nibbles by signed bytes cannot saturate: 4 · 15 · 128 < 2^15; AVX-512 VNNI's `dpbusd` sums
+//! the same products into the same lanes without saturating at all); the float part runs in a
+//! fixed order (sixteen lanes, four per block, pairs of blocks taking turns between the low and
+//! the high eight, each lane a chain of FMAs, then a fixed pairwise sum), which every path
+//! (scalar, AVX2, AVX-512 VNNI) reproduces step for step: all give bit-identical results on
+//! any CPU, and a row's result does not depend on which other rows run with it.
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
@@ -26,6 +27,37 @@ const BLOCK: usize = 4 + QK / 2;
 const ROW_TILE: usize = 4;
 /// FMA lanes of the float accumulation (one AVX2 register of f32).
 const LANES: usize = 8;
+
+/// The code paths of the matmul; all give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    Scalar,
+    /// AVX2 with FMA and F16C.
+    Avx2,
+    /// AVX-512 (F, BW, VL) with VNNI, besides AVX2's features.
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// The kernels this CPU runs, slowest first.
+    fn available() -> Vec<Kernel> {
+        let mut out = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        if super::simd() {
+            out.push(Kernel::Avx2);
+            if avx512::supported() {
+                out.push(Kernel::Avx512Vnni);
+            }
+        }
+        out
+    }
+
+    fn best() -> Kernel {
+        use std::sync::OnceLock;
+        static BEST: OnceLock<Kernel> = OnceLock::new();
+        *BEST.get_or_init(|| *Kernel::available().last().unwrap_or(&Kernel::Scalar))
+    }
+}
 
 /// A Q4_0 or Q4_1 weight matrix of `n` output columns over `k` inputs (GGUF layout: one row
 /// of blocks per output), for [`Q4Matrix::matmul`].
@@ -49,7 +81,7 @@ impl Q4Matrix {
             GgmlDType::Q4_1 => 4,
             _ => return Ok(None),
         };
-        if dims.len() != 2 || dims[1] % QK != 0 {
+        if dims.len() != 2 || !dims[1].is_multiple_of(QK) {
             return Ok(None);
         }
         let (n, k) = (dims[0], dims[1]);
@@ -121,30 +153,45 @@ impl Q4Matrix {
 
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul_with(Kernel::best(), lhs, m, out)
+    }
+
+    /// [`Q4Matrix::matmul`] with a given kernel (one the CPU runs: see [`Kernel::available`]).
+    fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
         let (n, k) = (self.n, self.k);
         assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
+        assert!(
+            Kernel::available().contains(&kernel),
+            "{kernel:?} does not run here"
+        );
         let act = Activations::quantize(lhs, m, k);
         super::column_jobs((m, n, k), out, |cols, out| {
-            // SAFETY: the output is `m x n` and a job writes its own columns only.
-            unsafe { self.columns(cols, &act, m, out) }
+            // SAFETY: the output is `m x n` and a job writes its own columns only; the kernel
+            // runs on this CPU.
+            unsafe { self.columns(kernel, cols, &act, m, out) }
         });
     }
 
     /// Writes columns `cols` of all `m` rows of the `m x n` output at `out`.
     ///
     /// # Safety
-    /// `out` must point to `m * n` writable floats, and no one else may write these columns.
+    /// `out` must point to `m * n` writable floats, and no one else may write these columns;
+    /// `kernel` must be one of [`Kernel::available`].
     unsafe fn columns(
         &self,
+        kernel: Kernel,
         cols: std::ops::Range<usize>,
         act: &Activations,
         m: usize,
         out: *mut f32,
     ) {
-        #[cfg(target_arch = "x86_64")]
-        if super::simd() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time); the rest is the caller's.
-            return unsafe { avx2::columns(self, cols, act, m, out) };
+        match kernel {
+            // SAFETY (both): the CPU has the kernel's features; the rest is the caller's.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => return unsafe { avx512::columns(self, cols, act, m, out) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => return unsafe { avx2::columns(self, cols, act, m, out) },
+            _ => {}
         }
         for c in cols {
             let w = self.column(c);
@@ -155,6 +202,7 @@ impl Q4Matrix {
         }
     }
 
+    #[inline]
     fn column(&self, c: usize) -> Column<'_> {
         let kb = self.k / QK;
         let panel = &self.panels[c * kb * BLOCK..(c + 1) * kb * BLOCK];
@@ -177,6 +225,7 @@ impl Column<'_> {
         self.qs.len() / (QK / 2)
     }
 
+    #[inline]
     fn scales(&self, b: usize) -> (f32, f32) {
         let f = |x: &[u8]| f16::from_le_bytes([x[2 * b], x[2 * b + 1]]).to_f32();
         (f(self.d), f(self.m))
@@ -185,10 +234,10 @@ impl Column<'_> {
 
 /// Activation rows quantized per block: `i8` quants `p`, scale `s`, and `s * Σ p`.
 ///
-/// The quants of blocks `2i` and `2i + 1` are stored in the order of a 32-byte load of their
-/// nibbles (64 bytes per pair): values 0..16 of both blocks, then values 16..32 of both. One
-/// load of two blocks' nibbles, masked, then multiplies two loads of quants without any
-/// shuffle. An odd last block is paired with zeros.
+/// The quants of blocks `4i .. 4i + 4` are stored in the order of a load of their nibbles (128
+/// bytes per quad): values 0..16 of the four blocks, then values 16..32 of the four. One load
+/// of two (AVX2) or four (AVX-512) blocks' nibbles, masked, then multiplies two loads of quants
+/// without any shuffle. Blocks past the last are zeros.
 struct Activations {
     k: usize,
     scales: Vec<f32>,
@@ -196,8 +245,14 @@ struct Activations {
     quants: Vec<i8>,
 }
 
-/// Bytes of quants per pair of blocks.
-const PAIR: usize = 2 * QK;
+/// Bytes of quants per quad of blocks.
+const QUAD: usize = 4 * QK;
+
+/// Where the quants of block `b`'s values 0..16 start in a row (values 16..32 follow
+/// `QUAD / 2` bytes later).
+fn low_quants(b: usize) -> usize {
+    b / 4 * QUAD + b % 4 * (QK / 2)
+}
 
 /// One activation row's blocks.
 #[derive(Clone, Copy)]
@@ -210,11 +265,11 @@ struct Row<'a> {
 impl Row<'_> {
     /// Value `j` of block `b`.
     fn quant(&self, b: usize, j: usize) -> i8 {
-        let base = b / 2 * PAIR + b % 2 * (QK / 2);
+        let base = low_quants(b);
         if j < QK / 2 {
             self.quants[base + j]
         } else {
-            self.quants[base + QK + j - QK / 2]
+            self.quants[base + QUAD / 2 + j - QK / 2]
         }
     }
 }
@@ -239,7 +294,7 @@ impl Activations {
     }
 
     fn row_bytes(k: usize) -> usize {
-        (k / QK).div_ceil(2) * PAIR
+        (k / QK).div_ceil(4) * QUAD
     }
 
     /// [`Activations::fill`] compiled for AVX2: the same operations (no contraction), so the
@@ -267,9 +322,10 @@ impl Activations {
                     *q = (x * id).round_ties_even() as i8;
                 }
                 let total: i32 = q.iter().map(|&q| q as i32).sum();
-                let base = b / 2 * PAIR + b % 2 * (QK / 2);
+                let base = low_quants(b);
+                let high = base + QUAD / 2;
                 quants[base..base + QK / 2].copy_from_slice(&q[..QK / 2]);
-                quants[base + QK..base + QK + QK / 2].copy_from_slice(&q[QK / 2..]);
+                quants[high..high + QK / 2].copy_from_slice(&q[QK / 2..]);
                 let (scale, sum) = scales.next().expect("one scale per block");
                 *scale = d;
                 *sum = d * total as f32;
@@ -277,6 +333,7 @@ impl Activations {
         }
     }
 
+    #[inline]
     fn row(&self, r: usize) -> Row<'_> {
         let kb = self.k / QK;
         let row_bytes = Self::row_bytes(self.k);
@@ -288,16 +345,17 @@ impl Activations {
     }
 }
 
-/// The AVX2 kernel's arithmetic, one step at a time. Blocks go in pairs: lanes 0..4 hold the
+/// The kernels' arithmetic, one step at a time. Blocks go in pairs: lanes 0..4 hold the
 /// first block, lanes 4..8 the second; lane `l` of a block sums the products of its values
 /// `4l..4l+4` and `16+4l..16+4l+4` (exact integers) and accumulates `d * s * sum` with an FMA
-/// (a missing second block adds `0 * 0`). The `m` terms accumulate in lane `b % 8` for block
-/// `b`; both sets of lanes are summed in the order of [`hsum`].
+/// (a missing second block adds `0 * 0`), in the first eight lanes for even pairs and the
+/// second eight for odd ones. The `m` terms accumulate in lane `b % 8` for block `b`; the
+/// lanes are summed in the order of [`hsum`]: even ones, odd ones, then the `m` lanes.
 fn dot_scalar(w: &Column<'_>, a: Row<'_>) -> f32 {
     let kb = w.blocks();
-    let mut acc = [0f32; LANES];
+    let mut both = [[0f32; LANES]; 2];
     for pair in 0..kb.div_ceil(2) {
-        for (l, lane) in acc.iter_mut().enumerate() {
+        for (l, lane) in both[pair % 2].iter_mut().enumerate() {
             let (b, part) = (2 * pair + l / 4, l % 4);
             let (sum, scale) = if b < kb {
                 let qs = &w.qs[b * QK / 2..(b + 1) * QK / 2];
@@ -315,7 +373,7 @@ fn dot_scalar(w: &Column<'_>, a: Row<'_>) -> f32 {
     for b in 0..kb {
         msum[b % LANES] = w.scales(b).1.mul_add(a.sums[b], msum[b % LANES]);
     }
-    hsum(acc) + hsum(msum)
+    hsum(both[0]) + hsum(both[1]) + hsum(msum)
 }
 
 /// `_mm256` horizontal sum order: halves, then pairs, then the last two.
@@ -327,7 +385,7 @@ fn hsum(v: [f32; LANES]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Activations, Column, Q4Matrix, Row, LANES, PAIR, QK, ROW_TILE};
+    use super::{low_quants, Activations, Column, Q4Matrix, Row, LANES, QK, QUAD, ROW_TILE};
     use std::arch::x86_64::*;
 
     /// [`super::Q4Matrix::columns`] with the row tiles of [`tile`].
@@ -363,6 +421,36 @@ mod avx2 {
         }
     }
 
+    /// Lanes of a group's scales for pair `p` of a group of eight blocks: block 2p in the low
+    /// half, 2p + 1 in the high.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn spreads() -> [__m256i; 4] {
+        [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ]
+    }
+
+    /// A group's `d` and `m` (eight blocks from `g`) as f32.
+    ///
+    /// # Safety
+    /// Blocks `g..g + 8` must exist.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn group_scales(w: Column<'_>, g: usize) -> (__m256, __m256) {
+        let (dp, mp) = (w.d.as_ptr(), w.m.as_ptr());
+        // SAFETY: the caller's.
+        unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(dp.add(2 * g) as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(mp.add(2 * g) as *const __m128i)),
+            )
+        }
+    }
+
     /// [`super::dot_scalar`] for `R` rows: per group of eight blocks, the eight `d` and `m`
     /// are converted at once and `d * s` formed for each row in one multiply; each pair of
     /// blocks then spreads its two scales over the two halves of a register.
@@ -373,27 +461,16 @@ mod avx2 {
         first: usize,
         out: &mut [f32],
     ) {
-        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc = [[_mm256_setzero_ps(); R]; 2];
         let mut msum = [_mm256_setzero_ps(); R];
         let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
         let kb = w.blocks();
         let whole = kb / LANES * LANES;
-        let (dp, mp, qp) = (w.d.as_ptr(), w.m.as_ptr(), w.qs.as_ptr());
-        // Lanes of a group's scales for pair `p`: block 2p in the low half, 2p + 1 in the high.
-        let spread = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-        ];
+        let qp = w.qs.as_ptr();
+        let spread = spreads();
         for g in (0..whole).step_by(LANES) {
             // SAFETY: blocks g..g + 8 exist (g + 8 <= whole).
-            let (d, m) = unsafe {
-                (
-                    _mm256_cvtph_ps(_mm_loadu_si128(dp.add(2 * g) as *const __m128i)),
-                    _mm256_cvtph_ps(_mm_loadu_si128(mp.add(2 * g) as *const __m128i)),
-                )
-            };
+            let (d, m) = unsafe { group_scales(w, g) };
             let mut scale = [_mm256_setzero_ps(); R];
             for i in 0..R {
                 let r = rows[i];
@@ -408,10 +485,30 @@ mod avx2 {
                 let dot = unsafe { pair_dots(qp, &rows, g + 2 * p, true) };
                 for i in 0..R {
                     let s = _mm256_permutevar8x32_ps(scale[i], *spread);
-                    acc[i] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot[i]), acc[i]);
+                    acc[p % 2][i] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot[i]), acc[p % 2][i]);
                 }
             }
         }
+        // SAFETY: the same CPU features.
+        unsafe { finish(w, &rows, whole, acc, msum, out) }
+    }
+
+    /// The blocks from `whole` (a multiple of eight) on, pair by pair, then the sums: the end
+    /// of every kernel's tile.
+    ///
+    /// # Safety
+    /// The rows must be the column's: blocks `whole..` exist in both.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn finish<const R: usize>(
+        w: Column<'_>,
+        rows: &[Row<'_>; R],
+        whole: usize,
+        mut acc: [[__m256; R]; 2],
+        msum: [__m256; R],
+        out: &mut [f32],
+    ) {
+        let kb = w.blocks();
         let mut mlanes = [[0f32; LANES]; R];
         for i in 0..R {
             // SAFETY: eight f32 fit in a row of `mlanes`.
@@ -426,8 +523,9 @@ mod avx2 {
         for b in (whole..kb).step_by(2) {
             let both = b + 1 < kb;
             // SAFETY: block b exists, and b + 1 where `both`.
-            let dot = unsafe { pair_dots(qp, &rows, b, both) };
+            let dot = unsafe { pair_dots(w.qs.as_ptr(), rows, b, both) };
             let (d_low, d_high) = (w.scales(b).0, if both { w.scales(b + 1).0 } else { 0.0 });
+            let half = b / 2 % 2;
             for i in 0..R {
                 let low = d_low * rows[i].scales[b];
                 let high = if both {
@@ -436,14 +534,17 @@ mod avx2 {
                     0.0
                 };
                 let s = _mm256_setr_ps(low, low, low, low, high, high, high, high);
-                acc[i] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot[i]), acc[i]);
+                acc[half][i] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot[i]), acc[half][i]);
             }
         }
         for i in 0..R {
-            let mut lanes = [0f32; LANES];
-            // SAFETY: eight f32 fit in `lanes`.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i]) };
-            out[i] = super::hsum(lanes) + super::hsum(mlanes[i]);
+            let (mut even, mut odd) = ([0f32; LANES], [0f32; LANES]);
+            // SAFETY: eight f32 fit in each.
+            unsafe {
+                _mm256_storeu_ps(even.as_mut_ptr(), acc[0][i]);
+                _mm256_storeu_ps(odd.as_mut_ptr(), acc[1][i]);
+            }
+            out[i] = super::hsum(even) + super::hsum(odd) + super::hsum(mlanes[i]);
         }
     }
 
@@ -462,7 +563,7 @@ mod avx2 {
     ) -> [__m256i; R] {
         let low = _mm256_set1_epi8(0x0F);
         let at = qs.wrapping_add(b * QK / 2);
-        // SAFETY (loads): the caller's; an activation row is padded to whole pairs.
+        // SAFETY (loads): the caller's; an activation row is padded to whole quads.
         let packed = unsafe {
             if both {
                 _mm256_loadu_si256(at as *const __m256i)
@@ -475,11 +576,11 @@ mod avx2 {
         let ones = _mm256_set1_epi16(1);
         let mut out = [_mm256_setzero_si256(); R];
         for (o, r) in out.iter_mut().zip(rows) {
-            let p = r.quants.as_ptr().wrapping_add(b / 2 * PAIR);
+            let p = r.quants.as_ptr().wrapping_add(low_quants(b));
             let (p_lo, p_hi) = unsafe {
                 (
                     _mm256_loadu_si256(p as *const __m256i),
-                    _mm256_loadu_si256(p.add(QK) as *const __m256i),
+                    _mm256_loadu_si256(p.add(QUAD / 2) as *const __m256i),
                 )
             };
             // Each i16 is at most 4 * 15 * 128 in magnitude: no saturation.
@@ -490,6 +591,130 @@ mod avx2 {
             *o = _mm256_madd_epi16(pairs, ones);
         }
         out
+    }
+}
+
+/// The AVX-512 VNNI kernel: a quad of blocks per step (one 64-byte load of nibbles, `dpbusd`
+/// for the integer sums), sixteen float lanes per row (the low eight for the quad's first pair,
+/// the high eight for its second, as [`dot_scalar`] has them), eight rows per tile.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::avx2::{finish, group_scales};
+    use super::{low_quants, Activations, Column, Q4Matrix, Row, LANES, QK, QUAD};
+    use std::arch::x86_64::*;
+
+    /// Rows per tile.
+    const TILE: usize = 8;
+
+    pub(super) fn supported() -> bool {
+        super::super::simd()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni")
+    }
+
+    /// [`super::Q4Matrix::columns`] with the row tiles of [`tile`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(super) unsafe fn columns(
+        w: &Q4Matrix,
+        cols: std::ops::Range<usize>,
+        act: &Activations,
+        m: usize,
+        out: *mut f32,
+    ) {
+        let mut tile_out = [0f32; TILE];
+        for c in cols {
+            let col = w.column(c);
+            let mut r = 0;
+            while r < m {
+                let rows = (m - r).min(TILE);
+                // SAFETY (all): same CPU features; `rows` rows exist from `r`.
+                unsafe {
+                    match rows {
+                        8 => tile::<8>(col, act, r, &mut tile_out),
+                        7 => tile::<7>(col, act, r, &mut tile_out),
+                        6 => tile::<6>(col, act, r, &mut tile_out),
+                        5 => tile::<5>(col, act, r, &mut tile_out),
+                        4 => tile::<4>(col, act, r, &mut tile_out),
+                        3 => tile::<3>(col, act, r, &mut tile_out),
+                        2 => tile::<2>(col, act, r, &mut tile_out),
+                        _ => tile::<1>(col, act, r, &mut tile_out),
+                    }
+                }
+                for (i, v) in tile_out[..rows].iter().enumerate() {
+                    // SAFETY: the caller's (element (r + i, c) of the output).
+                    unsafe { *out.add((r + i) * w.n + c) = *v };
+                }
+                r += rows;
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn tile<const R: usize>(
+        w: Column<'_>,
+        act: &Activations,
+        first: usize,
+        out: &mut [f32],
+    ) {
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut msum = [_mm256_setzero_ps(); R];
+        let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
+        let kb = w.blocks();
+        let whole = kb / LANES * LANES;
+        let qp = w.qs.as_ptr();
+        let low = _mm512_set1_epi8(0x0F);
+        // Lanes of a group's scales for quad `q`: four per block.
+        let spread = [
+            _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+            _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        for g in (0..whole).step_by(LANES) {
+            // SAFETY: blocks g..g + 8 exist (g + 8 <= whole).
+            let (d, m) = unsafe { group_scales(w, g) };
+            let mut scale = [_mm256_setzero_ps(); R];
+            for i in 0..R {
+                let r = rows[i];
+                // SAFETY: as above, for the row's scales and sums.
+                unsafe {
+                    msum[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(r.sums.as_ptr().add(g)), msum[i]);
+                    scale[i] = _mm256_mul_ps(d, _mm256_loadu_ps(r.scales.as_ptr().add(g)));
+                }
+            }
+            for (q, spread) in spread.iter().enumerate() {
+                let b = g + 4 * q;
+                // SAFETY: blocks b..b + 4 exist in the column.
+                let packed = unsafe { _mm512_loadu_si512(qp.add(b * QK / 2) as *const _) };
+                let lo = _mm512_and_si512(packed, low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+                for i in 0..R {
+                    let p = rows[i].quants.as_ptr().wrapping_add(low_quants(b));
+                    // SAFETY: the quad's quants exist in the row.
+                    let (p_lo, p_hi) = unsafe {
+                        (
+                            _mm512_loadu_si512(p as *const _),
+                            _mm512_loadu_si512(p.add(QUAD / 2) as *const _),
+                        )
+                    };
+                    let dot = _mm512_dpbusd_epi32(
+                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, p_lo),
+                        hi,
+                        p_hi,
+                    );
+                    let s = _mm512_permutexvar_ps(*spread, _mm512_castps256_ps512(scale[i]));
+                    acc[i] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[i]);
+                }
+            }
+        }
+        let halves: [[__m256; R]; 2] = [
+            std::array::from_fn(|i| _mm512_castps512_ps256(acc[i])),
+            std::array::from_fn(|i| {
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))
+            }),
+        ];
+        // SAFETY: the same CPU features (AVX2's among them).
+        unsafe { finish(w, &rows, whole, halves, msum, out) }
     }
 }
 
@@ -541,8 +766,11 @@ mod tests {
         x
     }
 
+    /// Every kernel this CPU runs (AVX-512 VNNI, AVX2, scalar) against the scalar reference.
     #[test]
     fn simd_and_scalar_paths_are_bit_identical_for_any_row_count() {
+        let kernels = Kernel::available();
+        eprintln!("kernels checked: {kernels:?}");
         for dtype in [GgmlDType::Q4_0, GgmlDType::Q4_1] {
             // Odd sizes: a column count that is no multiple of 4, rows beyond one tile, an odd
             // number of blocks (a last block without a pair), fewer blocks than one group.
@@ -556,10 +784,13 @@ mod tests {
                 let ours = Q4Matrix::from_qtensor(&quantized(n, k, seed, dtype))
                     .unwrap()
                     .expect("a Q4 matrix");
-                for m in [1, 2, 3, 4, 5, 9, 16] {
+                for (m, &kernel) in [1, 2, 3, 4, 5, 9, 16, 17]
+                    .into_iter()
+                    .flat_map(|m| kernels.iter().map(move |k| (m, k)))
+                {
                     let x = inputs(m, k, seed + m as u64);
                     let mut fast = vec![0f32; m * n];
-                    ours.matmul(&x, m, &mut fast);
+                    ours.matmul_with(kernel, &x, m, &mut fast);
                     let act = Activations::quantize(&x, m, k);
                     for r in 0..m {
                         for c in 0..n {
@@ -567,13 +798,13 @@ mod tests {
                             assert_eq!(
                                 slow.to_bits(),
                                 fast[r * n + c].to_bits(),
-                                "{dtype:?} n {n} k {k} m {m} at ({r}, {c}): {slow} vs {}",
+                                "{kernel:?} {dtype:?} n {n} k {k} m {m} at ({r}, {c}): {slow} vs {}",
                                 fast[r * n + c]
                             );
                         }
                         // Each row alone gives the same row.
                         let mut alone = vec![0f32; n];
-                        ours.matmul(&x[r * k..(r + 1) * k], 1, &mut alone);
+                        ours.matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
                         assert!(alone
                             .iter()
                             .zip(&fast[r * n..(r + 1) * n])

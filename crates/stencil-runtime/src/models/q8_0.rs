@@ -38,7 +38,7 @@ impl Q8Matrix {
     /// Unpacks a 2-D Q8_0 tensor (`[n, k]`); `None` for any other tensor.
     pub fn from_qtensor(t: &QTensor) -> candle_core::Result<Option<Self>> {
         let dims = t.shape().dims();
-        if t.dtype() != GgmlDType::Q8_0 || dims.len() != 2 || dims[1] % QK != 0 {
+        if t.dtype() != GgmlDType::Q8_0 || dims.len() != 2 || !dims[1].is_multiple_of(QK) {
             return Ok(None);
         }
         let (n, k) = (dims[0], dims[1]);
