@@ -296,7 +296,8 @@ fn refused_schema_exits_with_the_compiler_message() {
     let out = stencil(&[
         "generate",
         "--json-schema",
-        r#"{"type":"array","uniqueItems":true}"#,
+        // Arrays with a repeated item (the complement of uniqueItems): still refused.
+        r#"{"not":{"type":"array","uniqueItems":true}}"#,
         "--prompt",
         "x",
     ]);

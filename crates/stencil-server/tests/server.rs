@@ -335,7 +335,7 @@ fn bad_requests_get_openai_errors() {
         ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}).to_string(), 400, "messages", "type `image_url`"),
         ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "call_x", "content": "r"}]}).to_string(), 400, "messages", "matches no earlier"),
         ("/v1/chat/completions", json!({"messages": user("x"), "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}}}}).to_string(), 400, "response_format", "#/properties/a"),
-        ("/v1/chat/completions", json!({"messages": user("x"), "guided_json": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}).to_string(), 400, "guided_json", "uniqueItems"),
+        ("/v1/chat/completions", json!({"messages": user("x"), "guided_json": {"not": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}}).to_string(), 400, "guided_json", "uniqueItems"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_regex": "(unclosed"}).to_string(), 400, "guided_regex", "regex"),
         ("/v1/chat/completions", json!({"messages": user("x"), "guided_grammar": "start: a\na: b \"x\"\nb: a"}).to_string(), 400, "guided_grammar", "Lark grammar, line 2: rule `a` is left-recursive (a -> b -> a)"),
         ("/v1/chat/completions", json!({"messages": user("x"), "n": 2}).to_string(), 400, "n", "only n = 1"),
