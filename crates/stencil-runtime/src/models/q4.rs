@@ -538,14 +538,17 @@ mod avx2 {
             }
         }
         for i in 0..R {
-            let (mut even, mut odd) = ([0f32; LANES], [0f32; LANES]);
-            // SAFETY: eight f32 fit in each.
-            unsafe {
-                _mm256_storeu_ps(even.as_mut_ptr(), acc[0][i]);
-                _mm256_storeu_ps(odd.as_mut_ptr(), acc[1][i]);
-            }
-            out[i] = super::hsum(even) + super::hsum(odd) + super::hsum(mlanes[i]);
+            out[i] = hsum(acc[0][i]) + hsum(acc[1][i]) + super::hsum(mlanes[i]);
         }
+    }
+
+    /// [`super::hsum`] of a register, in its order.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum(v: __m256) -> f32 {
+        let r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+        let s = _mm_add_ps(r, _mm_movehl_ps(r, r));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
     }
 
     /// The products of blocks `b` and `b + 1` (`b` even) with each row's quants, as eight i32
