@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use crate::expr::{Expr, Grammar, ObjectExpr, SharedExpr, SPECIAL_TOKEN_MARK};
 
-/// The names of the tokens a literal names, in order (empty for plain text).
-fn named_tokens(bytes: &[u8]) -> Vec<&[u8]> {
+/// A literal cut into its plain text and the tokens it names (`Err(name)`), in order.
+fn pieces(bytes: &[u8]) -> Vec<Result<&[u8], &[u8]>> {
     let mut out = Vec::new();
     let mut rest = bytes;
     while let Some(open) = rest.iter().position(|&b| b == SPECIAL_TOKEN_MARK) {
@@ -20,10 +20,17 @@ fn named_tokens(bytes: &[u8]) -> Vec<&[u8]> {
         let Some(close) = after.iter().position(|&b| b == SPECIAL_TOKEN_MARK) else {
             break;
         };
-        out.push(&after[..close]);
+        out.push(Ok(&rest[..open]));
+        out.push(Err(&after[..close]));
         rest = &after[close + 1..];
     }
+    out.push(Ok(rest));
     out
+}
+
+/// True if a literal names a token.
+fn names_a_token(bytes: &[u8]) -> bool {
+    pieces(bytes).iter().any(Result::is_err)
 }
 
 impl Grammar {
@@ -33,7 +40,7 @@ impl Grammar {
         let mut memo = HashMap::new();
         for rule in &self.rules {
             let mut look = |b: &[u8]| {
-                found |= !named_tokens(b).is_empty();
+                found |= names_a_token(b);
                 Ok::<_, ()>(None)
             };
             let _ = rewrite(&rule.expr, &mut look, &mut memo);
@@ -50,21 +57,16 @@ impl Grammar {
     ) -> Result<Grammar, E> {
         let mut memo = HashMap::new();
         let mut f = |bytes: &[u8]| -> Result<Option<Expr>, E> {
-            if named_tokens(bytes).is_empty() {
+            if !names_a_token(bytes) {
                 return Ok(None);
             }
             let mut out = Vec::with_capacity(bytes.len());
-            let mut rest = bytes;
-            while let Some(open) = rest.iter().position(|&b| b == SPECIAL_TOKEN_MARK) {
-                let after = &rest[open + 1..];
-                let Some(close) = after.iter().position(|&b| b == SPECIAL_TOKEN_MARK) else {
-                    break;
-                };
-                out.extend_from_slice(&rest[..open]);
-                out.extend(spell(&String::from_utf8_lossy(&after[..close]))?);
-                rest = &after[close + 1..];
+            for piece in pieces(bytes) {
+                match piece {
+                    Ok(text) => out.extend_from_slice(text),
+                    Err(name) => out.extend(spell(&String::from_utf8_lossy(name))?),
+                }
             }
-            out.extend_from_slice(rest);
             Ok(Some(Expr::Literal(out)))
         };
         let mut rules = self.rules.clone();

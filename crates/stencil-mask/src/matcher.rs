@@ -3,7 +3,7 @@
 use crate::budget::Budget;
 use crate::constraint::{Constraint, Inner, Lease, Limits};
 use crate::dfa::{LazyDfa, DEAD};
-use crate::distinct::{Distinct, FrameInfo};
+use crate::distinct::{repeated_items, Distinct, FrameInfo};
 use crate::nfa::RuleRole;
 use crate::trie::Trie;
 use crate::{MaskError, TokenSet};
@@ -80,71 +80,6 @@ impl Stepper<'_> {
             a = x.1;
             b = y.1;
         }
-    }
-
-    /// Pushes a stack frame (with its distinct-items info) and returns its index.
-    fn push_frame(&mut self, frame: (u32, u32), info: FrameInfo) -> u32 {
-        if let Some(d) = self.distinct.as_deref_mut() {
-            d.push(self.arena.len(), info);
-        }
-        self.arena.push(frame);
-        self.arena.len() as u32 - 1
-    }
-
-    /// Where the item of frame `f` starts, if `f` is the frame of a distinct item.
-    fn item_start(&self, f: u32) -> Option<u32> {
-        let d = self.distinct.as_deref()?;
-        let start = d.info(f).item_start;
-        (f != NONE && start != crate::distinct::NONE).then_some(start)
-    }
-
-    /// Offset in the text of the byte being stepped.
-    fn pos(&self) -> u32 {
-        self.distinct.as_deref().map_or(0, |d| d.text.len() as u32)
-    }
-
-    /// False if byte `b` into state `t` under frame `parent` completes an item equal to an
-    /// earlier item of its array: `t` can only end the item's rule, or only by forced bytes
-    /// (whitespace aside; see [`LazyDfa::forced_end`]).
-    fn completes_distinct(&mut self, parent: u32, t: u32, b: u8) -> Result<bool, MaskError> {
-        let Some(start) = self.item_start(parent) else {
-            return Ok(true);
-        };
-        let Some(rest) = self.dfa.forced_end(t)? else {
-            return Ok(true);
-        };
-        let (pos, array) = (self.pos(), self.arena[parent as usize].1);
-        let d = self
-            .distinct
-            .as_deref_mut()
-            .expect("an item frame has distinct state");
-        Ok(d.differs(array, start, pos, &[&[b], &rest]))
-    }
-
-    /// False if the item of frame `item` ends here and equals an earlier item of its array;
-    /// otherwise the frame to return into: the array's frame, copied with the item recorded.
-    fn end_item(&mut self, item: u32, up: (u32, u32)) -> Option<(u32, u32)> {
-        let Some(start) = self.item_start(item) else {
-            return Some(up);
-        };
-        let (pos, array) = (self.pos(), up.1);
-        if array == NONE {
-            return Some(up);
-        }
-        let d = self
-            .distinct
-            .as_deref_mut()
-            .expect("an item frame has distinct state");
-        if !d.differs(array, start, pos, &[]) {
-            return None;
-        }
-        let info = FrameInfo {
-            item_start: d.info(array).item_start,
-            last: (start, pos),
-            prev: array,
-        };
-        let copy = self.arena[array as usize];
-        Some((up.0, self.push_frame(copy, info)))
     }
 
     fn push_unique(&self, out: &mut Configs, c: Config) -> Result<(), MaskError> {
@@ -767,37 +702,4 @@ impl Matcher {
         self.forget_uncommitted();
         result.map(|_| out)
     }
-}
-
-/// The tokens of `local` (parse `c`'s local mask) that end where the rule can only end (but
-/// for forced bytes), completing a distinct item equal to an earlier one of its array: the
-/// local walk took them by bytes alone, unchecked.
-fn repeated_items(
-    d: &mut Distinct,
-    arena: &[(u32, u32)],
-    c: Config,
-    local: &crate::constraint::LocalMask,
-    trie: &crate::TokenTrie,
-) -> Vec<u32> {
-    let start = d.info(c.1).item_start;
-    if c.1 == NONE || start == crate::distinct::NONE || local.ends.is_empty() {
-        return Vec::new();
-    }
-    let array = arena[c.1 as usize].1;
-    if d.info(array).last.0 == crate::distinct::NONE {
-        return Vec::new();
-    }
-    let t = &trie.tries[local.trie];
-    let base = d.text.len();
-    let mut out = Vec::new();
-    for (node, rest) in &local.ends {
-        d.text
-            .extend_from_slice(t.path(*node as usize, |x| trie.token_bytes(x)));
-        let end = d.text.len() as u32;
-        if !d.differs(array, start, end, &[rest]) {
-            out.extend_from_slice(t.node_tokens(*node as usize));
-        }
-        d.text.truncate(base);
-    }
-    out
 }

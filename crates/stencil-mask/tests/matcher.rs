@@ -977,6 +977,52 @@ fn object_negations_match_the_validator() {
     }
 }
 
+/// Arrays of one, two and three of `values` (the third from every `step`-th value).
+fn arrays_of(values: &[serde_json::Value], step: usize) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for a in values {
+        out.push(json!([a]));
+        for b in values {
+            out.push(json!([a, b]));
+            for c in values.iter().step_by(step) {
+                out.push(json!([a, b, c]));
+            }
+        }
+    }
+    out
+}
+
+/// Compiles `schema` under `opts` and checks that the matcher accepts each text exactly when
+/// the `jsonschema` crate validates its value; returns how many it accepted and rejected.
+fn agree_with_validator(
+    schema: &serde_json::Value,
+    opts: &Options,
+    vocab: &Vocab,
+    texts: impl IntoIterator<Item = (String, serde_json::Value)>,
+) -> (usize, usize) {
+    let validator = jsonschema::validator_for(schema).expect("valid schema");
+    let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .grammar;
+    let c = Constraint::new(&g, Arc::new(TokenTrie::new(vocab)), Limits::default())
+        .expect("constraint");
+    let (mut valid, mut invalid) = (0, 0);
+    for (text, value) in texts {
+        let accepted = c
+            .matcher()
+            .and_then(|mut m| m.accepts_after(text.as_bytes()))
+            .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+        assert_eq!(
+            accepted,
+            validator.is_valid(&value),
+            "{schema} {opts:?}: {text}"
+        );
+        valid += accepted as usize;
+        invalid += !accepted as usize;
+    }
+    (valid, invalid)
+}
+
 /// `uniqueItems` over items drawn from a finite set (enums, booleans, integer ranges), compiled
 /// as a set of written members: exactly the arrays the `jsonschema` crate validates, numbers
 /// equal by value (`1` and `1.0` are duplicates), in both property orders and with whitespace.
@@ -1008,39 +1054,18 @@ fn unique_items_over_finite_sets_match_the_validator() {
         json!("y"),
     ];
     let mut instances = vec![json!([]), json!({}), json!("x")];
-    for a in &values {
-        instances.push(json!([a]));
-        for b in &values {
-            instances.push(json!([a, b]));
-            for c in values.iter().step_by(2) {
-                instances.push(json!([a, b, c]));
-            }
-        }
-    }
+    instances.extend(arrays_of(&values, 2));
     for schema in schemas {
-        let validator = jsonschema::validator_for(&schema).expect("valid schema");
         for order in [PropertyOrder::Any, PropertyOrder::Schema] {
             let opts = Options {
                 property_order: order,
                 ..Options::default()
             };
-            let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
-                .unwrap_or_else(|e| panic!("{schema}: {e}"))
-                .grammar;
-            let trie = Arc::new(TokenTrie::new(&vocab));
-            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
-            let mut valid = 0;
-            for o in &instances {
-                // `1.0` written as such (serde_json writes it so), and with spaces.
-                for text in [o.to_string(), o.to_string().replace(',', " , ")] {
-                    let accepted = c
-                        .matcher()
-                        .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                        .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
-                    assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}");
-                    valid += accepted as usize;
-                }
-            }
+            // `1.0` written as such (serde_json writes it so), and with spaces.
+            let texts = instances.iter().flat_map(|o| {
+                [o.to_string(), o.to_string().replace(',', " , ")].map(|t| (t, o.clone()))
+            });
+            let (valid, _) = agree_with_validator(&schema, &opts, &vocab, texts);
             assert!(valid >= 4, "{schema}: only {valid} valid instances tried");
         }
     }
@@ -1088,45 +1113,24 @@ fn distinct_items_match_the_validator() {
         json!({"a": ["x"], "b": ["x"]}),
         json!({"a": [], "b": ["x", "y", "z"]}),
     ];
-    for a in &values {
-        instances.push(json!([a]));
-        for b in &values {
-            instances.push(json!([a, b]));
-            for c in values.iter().step_by(3) {
-                instances.push(json!([a, b, c]));
-            }
-        }
-    }
+    instances.extend(arrays_of(&values, 3));
     for schema in schemas {
-        let validator = jsonschema::validator_for(&schema).expect("valid schema");
         for order in [PropertyOrder::Any, PropertyOrder::Schema] {
             let opts = Options {
                 property_order: order,
                 ..Options::default()
             };
-            let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
-                .unwrap_or_else(|e| panic!("{schema}: {e}"))
-                .grammar;
-            let trie = Arc::new(TokenTrie::new(&vocab));
-            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
-            let (mut valid, mut invalid) = (0, 0);
-            for o in &instances {
-                // The escape written as such (`"\u0061"` is `"a"`), and with spaces.
+            // The escape written as such (`"\u0061"` is `"a"`), and with spaces; under schema
+            // order, only objects in it.
+            let texts = instances.iter().flat_map(|o| {
                 let text = o.to_string().replace("\\\\u0061", "\\u0061");
-                for text in [text.clone(), text.replace(',', " , ")] {
-                    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-                    if order == PropertyOrder::Schema && !in_schema_order(&value) {
-                        continue;
-                    }
-                    let accepted = c
-                        .matcher()
-                        .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                        .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
-                    assert_eq!(accepted, validator.is_valid(&value), "{schema}: {text}");
-                    valid += accepted as usize;
-                    invalid += !accepted as usize;
-                }
-            }
+                [text.clone(), text.replace(',', " , ")]
+                    .map(|t| (serde_json::from_str(&t).unwrap(), t))
+                    .into_iter()
+                    .filter(|(v, _)| order == PropertyOrder::Any || in_schema_order(v))
+                    .map(|(v, t)| (t, v))
+            });
+            let (valid, invalid) = agree_with_validator(&schema, &opts, &vocab, texts);
             assert!(
                 valid >= 4 && invalid >= 4,
                 "{schema}: {valid} valid, {invalid} invalid"
@@ -1250,28 +1254,13 @@ fn object_schemas_with_patterns_in_all_of_match_the_validator() {
             }
         }
     }
+    let opts = Options {
+        property_order: PropertyOrder::Any,
+        ..Options::default()
+    };
     for schema in schemas {
-        let validator = jsonschema::validator_for(&schema).expect("valid schema");
-        let opts = Options {
-            property_order: PropertyOrder::Any,
-            ..Options::default()
-        };
-        let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
-            .unwrap_or_else(|e| panic!("{schema}: {e}"))
-            .grammar;
-        let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), Limits::default())
-            .expect("constraint");
-        let (mut valid, mut invalid) = (0, 0);
-        for o in &instances {
-            let text = o.to_string();
-            let accepted = c
-                .matcher()
-                .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
-            assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}");
-            valid += accepted as usize;
-            invalid += !accepted as usize;
-        }
+        let texts = instances.iter().map(|o| (o.to_string(), o.clone()));
+        let (valid, invalid) = agree_with_validator(&schema, &opts, &vocab, texts);
         assert!(
             valid >= 5 && invalid >= 5,
             "{schema}: {valid} valid, {invalid} invalid"
@@ -1318,32 +1307,13 @@ fn recursive_refs_inside_all_of_match_the_validator() {
     }
     // Unbounded, and unrolled to a depth (as generation does) deeper than any instance.
     for (schema, max_recursion) in schemas.iter().flat_map(|s| [(s, None), (s, Some(6))]) {
-        let validator = jsonschema::validator_for(schema).expect("valid schema");
         let opts = Options {
             property_order: PropertyOrder::Any,
             max_recursion,
             ..Options::default()
         };
-        let g = compile(&ConstraintSpec::JsonSchema(schema.clone()), &opts)
-            .unwrap_or_else(|e| panic!("{schema}: {e}"))
-            .grammar;
-        let c = Constraint::new(&g, Arc::new(TokenTrie::new(&vocab)), Limits::default())
-            .expect("constraint");
-        let (mut valid, mut invalid) = (0, 0);
-        for o in &instances {
-            let text = o.to_string();
-            let accepted = c
-                .matcher()
-                .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                .unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
-            assert_eq!(
-                accepted,
-                validator.is_valid(o),
-                "{schema} {max_recursion:?}: {text}"
-            );
-            valid += accepted as usize;
-            invalid += !accepted as usize;
-        }
+        let texts = instances.iter().map(|o| (o.to_string(), o.clone()));
+        let (valid, invalid) = agree_with_validator(schema, &opts, &vocab, texts);
         assert!(
             valid >= 5 && invalid >= 5,
             "{schema}: {valid} valid, {invalid} invalid"
