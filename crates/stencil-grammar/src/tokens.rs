@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::expr::{Expr, Grammar, ObjectExpr, SharedExpr, SPECIAL_TOKEN_MARK};
+use crate::expr::{Expr, Grammar, ObjectExpr, Rule, SharedExpr, SPECIAL_TOKEN_MARK};
 
 /// A literal cut into its plain text and the tokens it names (`Err(name)`), in order.
 fn pieces(bytes: &[u8]) -> Vec<Result<&[u8], &[u8]>> {
@@ -28,40 +28,22 @@ fn pieces(bytes: &[u8]) -> Vec<Result<&[u8], &[u8]>> {
     out
 }
 
-/// True if a literal names a token.
-fn names_a_token(bytes: &[u8]) -> bool {
-    pieces(bytes).iter().any(Result::is_err)
-}
-
 impl Grammar {
-    /// True if some literal of the grammar names a token.
-    pub fn names_tokens(&self) -> bool {
-        let mut found = false;
-        let mut memo = HashMap::new();
-        for rule in &self.rules {
-            let mut look = |b: &[u8]| {
-                found |= names_a_token(b);
-                Ok::<_, ()>(None)
-            };
-            let _ = rewrite(&rule.expr, &mut look, &mut memo);
-        }
-        found
-    }
-
     /// The grammar with every named token replaced by `spell(name)` (the name without its
-    /// marks, `<|im_end|>` or `<[42]>`), or the first error `spell` returns. Unchanged (and
-    /// cheap) when no literal names a token.
+    /// marks, `<|im_end|>` or `<[42]>`), or the first error `spell` returns; `None` when no
+    /// literal names a token (one walk over the grammar, nothing copied).
     pub fn resolve_token_names<E>(
         &self,
         mut spell: impl FnMut(&str) -> Result<Vec<u8>, E>,
-    ) -> Result<Grammar, E> {
+    ) -> Result<Option<Grammar>, E> {
         let mut memo = HashMap::new();
         let mut f = |bytes: &[u8]| -> Result<Option<Expr>, E> {
-            if !names_a_token(bytes) {
+            let pieces = pieces(bytes);
+            if !pieces.iter().any(Result::is_err) {
                 return Ok(None);
             }
             let mut out = Vec::with_capacity(bytes.len());
-            for piece in pieces(bytes) {
+            for piece in pieces {
                 match piece {
                     Ok(text) => out.extend_from_slice(text),
                     Err(name) => out.extend(spell(&String::from_utf8_lossy(name))?),
@@ -69,17 +51,17 @@ impl Grammar {
             }
             Ok(Some(Expr::Literal(out)))
         };
-        let mut rules = self.rules.clone();
-        for rule in &mut rules {
+        let mut rules: Option<Vec<Rule>> = None;
+        for (i, rule) in self.rules.iter().enumerate() {
             if let Some(e) = rewrite(&rule.expr, &mut f, &mut memo)? {
-                rule.expr = e;
+                rules.get_or_insert_with(|| self.rules.clone())[i].expr = e;
             }
         }
-        Ok(Grammar {
+        Ok(rules.map(|rules| Grammar {
             rules,
             start: self.start,
             distinct: self.distinct.clone(),
-        })
+        }))
     }
 }
 
@@ -163,15 +145,19 @@ mod tests {
         lit.extend(b" there");
         lit.extend(special_token_bytes("<|end|>"));
         let g = Grammar::single(Expr::alt([Expr::Literal(lit), Expr::literal("plain")]));
-        assert!(g.names_tokens());
-        assert!(!Grammar::single(Expr::literal("plain")).names_tokens());
+        let plain = Grammar::single(Expr::literal("plain"));
+        assert_eq!(
+            plain.resolve_token_names(|_| Err::<Vec<u8>, ()>(())),
+            Ok(None)
+        );
         let r = g
             .resolve_token_names(|name| match name {
                 "<[7]>" => Ok(b"seven".to_vec()),
                 "<|end|>" => Ok(special_token_bytes(name)),
                 other => Err(other.to_string()),
             })
-            .unwrap();
+            .unwrap()
+            .expect("a token is named");
         let mut want = b"Hi seven there".to_vec();
         want.extend(special_token_bytes("<|end|>"));
         assert_eq!(

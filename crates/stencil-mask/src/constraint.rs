@@ -115,13 +115,8 @@ impl Constraint {
         trie: Arc<TokenTrie>,
         limits: Limits,
     ) -> Result<Arc<Self>, BuildError> {
-        let resolved;
-        let grammar = if grammar.names_tokens() {
-            resolved = grammar.resolve_token_names(|name| trie.spell_named_token(name))?;
-            &resolved
-        } else {
-            grammar
-        };
+        let resolved = grammar.resolve_token_names(|name| trie.spell_named_token(name))?;
+        let grammar = resolved.as_ref().unwrap_or(grammar);
         let nfa = Nfa::build(
             grammar,
             limits.max_nfa_states,
@@ -554,6 +549,7 @@ fn local_walk(
     let mut tokens = TokenSet::new(vocab_size);
     let mut exits = Vec::new();
     let mut ends = Vec::new();
+    let distinct = dfa.has_distinct();
     if dfa.has_calls(s) || dfa.accepting(s) {
         exits.push((0, s));
     }
@@ -574,7 +570,7 @@ fn local_walk(
             for &tok in trie.node_tokens(i) {
                 tokens.insert(tok);
             }
-            if dfa.has_distinct() {
+            if distinct {
                 if let Some(rest) = dfa.forced_end(t)? {
                     ends.push((i as u32, rest));
                 }

@@ -38,9 +38,23 @@ pub struct Vocab {
     bytes: Vec<Vec<u8>>,
     kinds: Vec<TokenKind>,
     eos_ids: Vec<u32>,
+    /// The ids of the control tokens (few, so looked up by scanning them).
+    specials: Vec<u32>,
 }
 
 impl Vocab {
+    fn new(bytes: Vec<Vec<u8>>, kinds: Vec<TokenKind>, eos_ids: Vec<u32>) -> Self {
+        let specials = (0..kinds.len() as u32)
+            .filter(|&id| kinds[id as usize] == TokenKind::Special)
+            .collect();
+        Self {
+            bytes,
+            kinds,
+            eos_ids,
+            specials,
+        }
+    }
+
     /// Builds a vocabulary from token strings as the tokenizer stores them.
     ///
     /// `tokens[id]` is the stored string, `special[id]` marks control tokens (whose bytes are
@@ -70,11 +84,7 @@ impl Vocab {
                 VocabStyle::SentencePiece => decode_sentencepiece(tok),
             });
         }
-        Ok(Self {
-            bytes,
-            kinds,
-            eos_ids,
-        })
+        Ok(Self::new(bytes, kinds, eos_ids))
     }
 
     /// Builds a vocabulary from the bytes of every token as the model's runtime spells them
@@ -89,11 +99,7 @@ impl Vocab {
                 }
             })
             .collect();
-        Self {
-            bytes: tokens,
-            kinds,
-            eos_ids,
-        }
+        Self::new(tokens, kinds, eos_ids)
     }
 
     /// Builds a vocabulary from a `tokenizers` tokenizer (feature `tokenizers`), detecting the byte encoding from its
@@ -153,11 +159,10 @@ impl Vocab {
     /// The control token whose text is `text` (`</think>` in models that reserve one), if the
     /// vocabulary has one that does not end the sequence.
     pub fn control_token(&self, text: &str) -> Option<u32> {
-        (0..self.len() as u32).find(|&id| {
-            self.kinds[id as usize] == TokenKind::Special
-                && !self.is_eos(id)
-                && self.token_bytes(id) == text.as_bytes()
-        })
+        self.specials
+            .iter()
+            .copied()
+            .find(|&id| !self.is_eos(id) && self.token_bytes(id) == text.as_bytes())
     }
 
     /// All end-of-sequence ids (chat models often have several).

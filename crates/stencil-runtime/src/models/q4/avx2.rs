@@ -37,21 +37,37 @@ pub(super) fn spreads() -> [__m256i; 4] {
     ]
 }
 
-/// A group's `d` and `m` (eight blocks from `g`) as f32.
+/// The start of a group of eight blocks from `g`, for every kernel: the eight `d` and `m`
+/// converted at once, each row's `m` terms added to its `msum` lanes, and each row's `d * s`
+/// (one multiply per row) returned.
 ///
 /// # Safety
-/// Blocks `g..g + 8` must exist.
+/// Blocks `g..g + 8` must exist in the column and in the rows.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group_scales(w: Column<'_>, g: usize) -> (__m256, __m256) {
+pub(super) unsafe fn group_start<const R: usize>(
+    w: Column<'_>,
+    rows: &[Row<'_>; R],
+    g: usize,
+    msum: &mut [__m256; R],
+) -> [__m256; R] {
     let (dp, mp) = (w.d.as_ptr(), w.m.as_ptr());
-    // SAFETY: the caller's.
-    unsafe {
+    // SAFETY (all): the caller's.
+    let (d, m) = unsafe {
         (
             _mm256_cvtph_ps(_mm_loadu_si128(dp.add(2 * g) as *const __m128i)),
             _mm256_cvtph_ps(_mm_loadu_si128(mp.add(2 * g) as *const __m128i)),
         )
+    };
+    let mut scale = [_mm256_setzero_ps(); R];
+    for i in 0..R {
+        let r = rows[i];
+        unsafe {
+            msum[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(r.sums.as_ptr().add(g)), msum[i]);
+            scale[i] = _mm256_mul_ps(d, _mm256_loadu_ps(r.scales.as_ptr().add(g)));
+        }
     }
+    scale
 }
 
 /// [`super::dot_scalar`] for `R` rows: per group of eight blocks, the eight `d` and `m`
@@ -68,16 +84,7 @@ unsafe fn tile<const R: usize>(w: Column<'_>, act: &Activations, first: usize, o
     let spread = spreads();
     for g in (0..whole).step_by(LANES) {
         // SAFETY: blocks g..g + 8 exist (g + 8 <= whole).
-        let (d, m) = unsafe { group_scales(w, g) };
-        let mut scale = [_mm256_setzero_ps(); R];
-        for i in 0..R {
-            let r = rows[i];
-            // SAFETY: as above, for the row's scales and sums.
-            unsafe {
-                msum[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(r.sums.as_ptr().add(g)), msum[i]);
-                scale[i] = _mm256_mul_ps(d, _mm256_loadu_ps(r.scales.as_ptr().add(g)));
-            }
-        }
+        let scale = unsafe { group_start(w, &rows, g, &mut msum) };
         for (p, spread) in spread.iter().enumerate() {
             // SAFETY: blocks g + 2p and g + 2p + 1 exist.
             let dot = unsafe { pair_dots(qp, &rows, g + 2 * p, true) };

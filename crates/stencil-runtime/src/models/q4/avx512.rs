@@ -2,7 +2,7 @@
 //! for the integer sums), sixteen float lanes per row (the low eight for the quad's first pair,
 //! the high eight for its second, as [`super::dot_scalar`] has them), eight rows per tile.
 
-use super::avx2::{finish, group_scales};
+use super::avx2::{finish, group_start};
 use super::{low_quants, Activations, Column, Q4Matrix, Row, LANES, QK, QUAD};
 use std::arch::x86_64::*;
 
@@ -57,16 +57,7 @@ unsafe fn tile<const R: usize>(w: Column<'_>, act: &Activations, first: usize, o
     ];
     for g in (0..whole).step_by(LANES) {
         // SAFETY: blocks g..g + 8 exist (g + 8 <= whole).
-        let (d, m) = unsafe { group_scales(w, g) };
-        let mut scale = [_mm256_setzero_ps(); R];
-        for i in 0..R {
-            let r = rows[i];
-            // SAFETY: as above, for the row's scales and sums.
-            unsafe {
-                msum[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(r.sums.as_ptr().add(g)), msum[i]);
-                scale[i] = _mm256_mul_ps(d, _mm256_loadu_ps(r.scales.as_ptr().add(g)));
-            }
-        }
+        let scale = unsafe { group_start(w, &rows, g, &mut msum) };
         for (q, spread) in spread.iter().enumerate() {
             let b = g + 4 * q;
             // SAFETY: blocks b..b + 4 exist in the column.

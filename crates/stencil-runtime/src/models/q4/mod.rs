@@ -39,23 +39,26 @@ enum Kernel {
 }
 
 impl Kernel {
-    /// The kernels this CPU runs, slowest first.
-    fn available() -> Vec<Kernel> {
-        let mut out = vec![Kernel::Scalar];
-        #[cfg(target_arch = "x86_64")]
-        if super::simd() {
-            out.push(Kernel::Avx2);
-            if avx512::supported() {
-                out.push(Kernel::Avx512Vnni);
+    /// The kernels this CPU runs, slowest first (detected once).
+    fn available() -> &'static [Kernel] {
+        use std::sync::OnceLock;
+        static ALL: OnceLock<Vec<Kernel>> = OnceLock::new();
+        ALL.get_or_init(|| {
+            let mut out = vec![Kernel::Scalar];
+            #[cfg(target_arch = "x86_64")]
+            if super::simd() {
+                out.push(Kernel::Avx2);
+                if avx512::supported() {
+                    out.push(Kernel::Avx512Vnni);
+                }
             }
-        }
-        out
+            out
+        })
     }
 
+    /// The fastest of them.
     fn best() -> Kernel {
-        use std::sync::OnceLock;
-        static BEST: OnceLock<Kernel> = OnceLock::new();
-        *BEST.get_or_init(|| *Kernel::available().last().unwrap_or(&Kernel::Scalar))
+        *Kernel::available().last().unwrap_or(&Kernel::Scalar)
     }
 }
 
