@@ -187,8 +187,19 @@ fn tiny_model_loads_and_caches_exactly(arch: &str) {
     let (hidden, heads, kv, ffn, vocab, layers) =
         (64usize, 4usize, 2usize, 128usize, 260usize, 2usize);
     let hd = hidden / heads;
-    let rand = |shape: &[usize]| {
-        let t = Tensor::randn(0f32, 0.2, shape, &dev).unwrap();
+    // Seeded weights (uniform in +-0.35, standard deviation 0.2): the same model on every run.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let values: Vec<f32> = (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.7
+            })
+            .collect();
+        let t = Tensor::from_vec(values, shape, &dev).unwrap();
         QTensor::quantize(&t, GgmlDType::F32).unwrap()
     };
     let ones = |n: usize| {
@@ -287,6 +298,14 @@ fn tiny_model_loads_and_caches_exactly(arch: &str) {
     s2.forward(&[97, 98]).unwrap();
     s2.forward(&[99]).unwrap();
     let b = s2.forward(&[100]).unwrap().to_vec1::<f32>().unwrap();
+    // Keys and values are cached in f16. The matmuls sum in an order that depends on how many
+    // rows they get, so a last-bit difference can round a cached key or value to the
+    // neighbouring f16, which moves the logits by up to ~2^-11 of their size; a caching bug
+    // (a row lost, misplaced or attended twice) moves them by their whole size.
+    let scale = a.iter().fold(0f32, |m, x| m.max(x.abs()));
     let diff = common::max_abs_diff(&a, &b);
-    assert!(diff < 1e-4, "cached vs batched diff {diff}");
+    assert!(
+        diff <= scale / 1024.0,
+        "cached vs batched diff {diff} (logits up to {scale})"
+    );
 }
