@@ -56,6 +56,7 @@ pub mod convert;
 pub mod device;
 pub mod engine;
 pub mod error;
+mod exp;
 pub mod extract;
 pub mod generate;
 pub mod gguf;

@@ -13,7 +13,10 @@ use crate::error::Result;
 pub struct Sampler {
     params: SamplingParams,
     rng: StdRng,
-    scratch: Vec<(u32, f32)>,
+    /// Candidate token ids.
+    scratch: Vec<u32>,
+    /// Every token's weight.
+    weights: Vec<f32>,
 }
 
 impl Sampler {
@@ -27,6 +30,7 @@ impl Sampler {
             params,
             rng,
             scratch: Vec::new(),
+            weights: Vec::new(),
         })
     }
 
@@ -55,90 +59,109 @@ impl Sampler {
             return argmax(logits);
         }
         let t = self.params.temperature;
-        let c = &mut self.scratch;
-        c.clear();
-        c.extend(
-            logits
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.is_finite())
-                .map(|(i, &l)| (i as u32, l / t)),
-        );
-        if c.is_empty() {
+        // The largest l / t is the largest l over t (division by t > 0 rounds monotonically).
+        let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| {
+            if l.is_finite() && l > m {
+                l
+            } else {
+                m
+            }
+        }) / t;
+        if max == f32::NEG_INFINITY {
             return None;
         }
-        let desc = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        // Only the head of the distribution matters for top-k/top-p: order a prefix, and widen
-        // it only when the nucleus is not inside it.
-        let want = self.params.top_k.unwrap_or(usize::MAX).min(c.len());
-        let mut sorted = want.min(64);
-        if sorted < c.len() {
-            c.select_nth_unstable_by(sorted, desc);
-        }
-        c[..sorted].sort_unstable_by(desc);
-        let max = c[0].1;
-        let total: f32 = c.iter().map(|x| (x.1 - max).exp()).sum();
-        let mut keep = want;
-        if let Some(top_p) = self.params.top_p {
-            loop {
-                let mut acc = 0.0;
-                let mut found = None;
-                for (i, x) in c[..sorted].iter().enumerate() {
-                    acc += (x.1 - max).exp() / total;
-                    if acc >= top_p {
-                        found = Some(i + 1);
-                        break;
+        // Every token's weight e^(l/t - max) (0 where forbidden), and their sum.
+        let total = crate::exp::softmax_weights(logits, t, max, &mut self.weights);
+        let weights = &self.weights;
+        // A nucleus of all the mass keeps every token: no ordering needed.
+        let top_p = self.params.top_p.filter(|&p| p < 1.0);
+        let c = &mut self.scratch;
+        c.clear();
+        let min_w = self.params.min_p.unwrap_or(0.0);
+        if self.params.top_k.is_none() && top_p.is_none() {
+            // Every token is a candidate, in id order.
+            let sum = if min_w > 0.0 {
+                weights.iter().filter(|&&w| w >= min_w).sum()
+            } else {
+                total
+            };
+            let r = self.rng.random::<f32>() * sum;
+            return draw(
+                r,
+                weights.iter().enumerate().map(|(i, &w)| (i as u32, w)),
+                min_w,
+            );
+        } else {
+            c.extend((0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()));
+            let desc = |a: &u32, b: &u32| {
+                let (x, y) = (logits[*a as usize] / t, logits[*b as usize] / t);
+                y.total_cmp(&x).then(a.cmp(b))
+            };
+            // Only the head of the distribution matters for top-k/top-p: order a prefix, and
+            // widen it only when the nucleus is not inside it.
+            let want = self.params.top_k.unwrap_or(usize::MAX).min(c.len());
+            let mut sorted = want.min(64);
+            if sorted < c.len() {
+                c.select_nth_unstable_by(sorted, desc);
+            }
+            c[..sorted].sort_unstable_by(desc);
+            let mut keep = want;
+            if let Some(top_p) = top_p {
+                loop {
+                    let mut acc = 0.0;
+                    let mut found = None;
+                    for (i, &x) in c[..sorted].iter().enumerate() {
+                        acc += weights[x as usize] / total;
+                        if acc >= top_p {
+                            found = Some(i + 1);
+                            break;
+                        }
                     }
-                }
-                match found {
-                    Some(n) => {
-                        keep = keep.min(n);
-                        break;
-                    }
-                    None if sorted >= want => break,
-                    None => {
-                        c.sort_unstable_by(desc);
-                        sorted = c.len();
+                    match found {
+                        Some(n) => {
+                            keep = keep.min(n);
+                            break;
+                        }
+                        None if sorted >= want => break,
+                        None => {
+                            c.sort_unstable_by(desc);
+                            sorted = c.len();
+                        }
                     }
                 }
             }
-        }
-        if keep > sorted {
-            // Only top-k (beyond the sorted prefix) or nothing: the kept set is unordered.
-            if keep < c.len() {
+            if keep > sorted && keep < c.len() {
+                // Only top-k (beyond the sorted prefix): the kept set is unordered.
                 c.select_nth_unstable_by(keep, desc);
             }
+            c.truncate(keep);
         }
-        let kept = &c[..keep];
-        let min_w = self.params.min_p.map_or(0.0, |p| p); // relative to the max probability
-        let weights: Vec<f32> = kept
-            .iter()
-            .map(|x| {
-                let w = (x.1 - max).exp();
-                if w < min_w {
-                    0.0
-                } else {
-                    w
-                }
-            })
-            .collect();
-        let sum: f32 = weights.iter().sum();
-        let mut r = self.rng.random::<f32>() * sum;
-        for (x, w) in kept.iter().zip(&weights) {
-            if *w > 0.0 {
-                if r < *w {
-                    return Some(x.0);
-                }
-                r -= w;
-            }
-        }
-        // Rounding left r just above the last weight: take the last positive one.
-        kept.iter()
-            .zip(&weights)
-            .rev()
-            .find(|(_, w)| **w > 0.0)
-            .map(|(x, _)| x.0)
+        let candidates = c.iter().map(|&x| (x, weights[x as usize]));
+        let sum = candidates
+            .clone()
+            .filter(|&(_, w)| w >= min_w)
+            .map(|(_, w)| w)
+            .sum::<f32>();
+        let r = self.rng.random::<f32>() * sum;
+        draw(r, candidates, min_w)
     }
+}
+
+/// The candidate at `r` in the running sum of the weights at least `min_w` (min-p is
+/// relative to the most likely token, whose weight is 1); the last such one when rounding left
+/// `r` just beyond the total; `None` when no weight is positive.
+fn draw(mut r: f32, candidates: impl Iterator<Item = (u32, f32)>, min_w: f32) -> Option<u32> {
+    let mut last = None;
+    for (x, w) in candidates {
+        if w > 0.0 && w >= min_w {
+            if r < w {
+                return Some(x);
+            }
+            r -= w;
+            last = Some(x);
+        }
+    }
+    last
 }
 
 /// Index of the largest finite logit (lowest index on ties).

@@ -177,7 +177,7 @@ const LANES: usize = 8;
 impl Head<'_> {
     /// Writes softmax(q k^T * scale) v into `y` (zeroed), with `scores` as scratch.
     ///
-    /// Every sum runs in eight lanes of FMAs in a fixed order and `exp` is [`exp`], so the
+    /// Every sum runs in eight lanes of FMAs in a fixed order and `exp` is [`crate::exp::exp`], so the
     /// AVX2 path and the portable one give the same bits.
     fn attend(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
@@ -205,7 +205,7 @@ impl Head<'_> {
         }
         let mut lanes = [0f32; LANES];
         for (j, x) in scores.iter_mut().enumerate() {
-            *x = exp(*x - max);
+            *x = crate::exp::exp(*x - max);
             lanes[j % LANES] += *x;
         }
         let sum = hsum(lanes);
@@ -226,37 +226,10 @@ fn hsum(v: [f32; LANES]) -> f32 {
     (r[0] + r[1]) + (r[2] + r[3])
 }
 
-/// `e^x` for the softmax (`x <= 0`), to about 2 ulp: Cephes' `expf` polynomial after
-/// reducing by `n ln 2`, in operations the AVX2 path repeats one for one.
-fn exp(x: f32) -> f32 {
-    let x = x.max(EXP_MIN);
-    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
-    let r = n.mul_add(-LN2_HI, x);
-    let r = n.mul_add(-LN2_LO, r);
-    let mut p = EXP_POLY[0];
-    for c in &EXP_POLY[1..] {
-        p = p.mul_add(r, *c);
-    }
-    let y = p.mul_add(r * r, r) + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
-}
-
-/// Below this `exp` would need a subnormal scale; `e^-87` is 0 for a softmax weight anyway.
-const EXP_MIN: f32 = -87.0;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-const EXP_POLY: [f32; 6] = [
-    1.987_569_1e-4,
-    1.398_199_9e-3,
-    8.333_452e-3,
-    4.166_579_6e-2,
-    1.666_666_5e-1,
-    0.5,
-];
-
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Head, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO};
+    use super::{Head, LANES};
+    use crate::exp::avx2::exp;
     use std::arch::x86_64::*;
 
     /// [`Head::attend_portable`] eight lanes at a time: scores for eight positions at once
@@ -315,7 +288,7 @@ mod avx2 {
         let mut rest = [0f32; LANES];
         unsafe { _mm256_storeu_ps(rest.as_mut_ptr(), lanes) };
         for (j, x) in scores.iter_mut().enumerate().skip(whole) {
-            *x = super::exp(*x - max);
+            *x = crate::exp::exp(*x - max);
             rest[j % LANES] += *x;
         }
         let inv = _mm256_set1_ps(1.0 / super::hsum(rest));
@@ -387,30 +360,6 @@ mod avx2 {
         // SAFETY: eight f32 fit in `lanes`.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
         super::hsum(lanes)
-    }
-
-    /// [`super::exp`] on eight lanes.
-    #[target_feature(enable = "avx2,fma")]
-    fn exp(x: __m256) -> __m256 {
-        let x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN));
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-        );
-        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
-        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
-        let mut p = _mm256_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-        }
-        let y = _mm256_add_ps(
-            _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
-            _mm256_set1_ps(1.0),
-        );
-        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_cvtps_epi32(n),
-            _mm256_set1_epi32(127),
-        ));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(bits))
     }
 }
 
@@ -523,19 +472,6 @@ mod tests {
                 "len {len}, head size {hd}"
             );
         }
-    }
-
-    #[test]
-    fn exp_is_within_two_ulp_of_the_library_exp() {
-        let mut worst = 0f64;
-        for i in 0..=200_000 {
-            let x = -87.0 * i as f32 / 200_000.0;
-            let (got, want) = (exp(x) as f64, (x as f64).exp());
-            worst = worst.max((got - want).abs() / want);
-        }
-        assert!(worst < 2.5e-7, "relative error {worst}");
-        assert_eq!(exp(0.0), 1.0);
-        assert!(exp(-1000.0) < 1e-37);
     }
 
     #[test]

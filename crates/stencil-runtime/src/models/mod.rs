@@ -9,6 +9,7 @@ pub mod attention;
 pub mod llama_safetensors;
 pub mod q4;
 pub mod q8_0;
+mod quant;
 pub mod quantized_llama;
 
 use std::any::Any;
@@ -31,23 +32,26 @@ struct ColumnsOut(*mut f32);
 unsafe impl Sync for ColumnsOut {}
 
 /// Runs `job(columns, out)` over the `n` output columns of an `m x n` product over `k`
-/// inputs, on candle's thread pool unless the product is small. `out` must hold `m * n`
-/// values, and a job may write only the elements of its own columns.
+/// inputs, on candle's thread pool unless the product is small; each job's columns start at a
+/// multiple of `width` (a kernel's column group). `out` must hold `m * n` values, and a job may
+/// write only the elements of its own columns.
 pub(crate) fn column_jobs(
     (m, n, k): (usize, usize, usize),
+    width: usize,
     out: &mut [f32],
     job: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
 ) {
     assert_eq!(out.len(), m * n, "out is not {m} x {n}");
     let out = ColumnsOut(out.as_mut_ptr());
-    let run = |cols: std::ops::Range<usize>| {
+    let run = |groups: std::ops::Range<usize>| {
         let out = &out;
-        job(cols, out.0)
+        job(groups.start * width..(groups.end * width).min(n), out.0)
     };
+    let groups = n.div_ceil(width);
     if m * n * k < 1 << 16 {
-        run(0..n);
+        run(0..groups);
     } else {
-        candle_core::utils::barrier_pool().execute_chunked(n, run);
+        candle_core::utils::barrier_pool().execute_chunked(groups, run);
     }
 }
 

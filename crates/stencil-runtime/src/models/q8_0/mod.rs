@@ -1,0 +1,292 @@
+//! Q8_0 matrix multiplication on the CPU for many activation rows at once.
+//!
+//! candle's CPU kernel computes a batch row by row, at the cost of one f16 conversion call per
+//! block and row, so a batch of 16 decoding sequences costs almost 16 single steps. This kernel
+//! keeps the weights' quants and scales as stored, regrouped in groups of sixteen columns
+//! ([`super::quant`]), and turns a batch into one pass over the weights.
+//!
+//! Activations are quantized per block to `i8` with an f32 scale `s` (as for [`super::q4`]);
+//! a block's dot product is `d * s * Σ w p` with the integer sum exact (AVX-512 VNNI: `dpbusd`
+//! of `w + 128` minus `128 Σ p`; AVX2: `sign`/`maddubs`/`madd`). The float part of an output
+//! is one fixed chain per column, `acc = (Σ w p · s) · d + acc` block by block, which the
+//! scalar, AVX2 and AVX-512 VNNI paths all reproduce step for step: every path gives the same
+//! bits on any CPU, and a row's result does not depend on which other rows run with it.
+
+use super::quant::{Activations, Kernel, Row, GROUP, QK};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+
+/// Bytes of one GGUF Q8_0 block: an f16 scale, then 32 `i8` quants.
+const BLOCK_BYTES: usize = 2 + QK;
+/// Bytes of one block of a group: sixteen `d` (f16), then the quants as eight runs of 64
+/// bytes; run `u` holds quants `4u..4u + 4` of each column's block.
+const GROUP_BLOCK: usize = GROUP * 2 + GROUP * QK;
+/// Where a group block's quants start.
+const QUANTS: usize = GROUP * 2;
+
+/// A Q8_0 weight matrix of `n` output columns over `k` inputs, for [`Q8Matrix::matmul`].
+pub struct Q8Matrix {
+    n: usize,
+    k: usize,
+    /// `n.div_ceil(16)` column groups of `k / 32` blocks of [`GROUP_BLOCK`] bytes. Columns
+    /// past `n` in the last group are zeros.
+    groups: Vec<u8>,
+}
+
+impl Q8Matrix {
+    /// Takes a 2-D Q8_0 tensor (`[n, k]`); `None` for any other tensor.
+    pub fn from_qtensor(t: &QTensor) -> candle_core::Result<Option<Self>> {
+        let dims = t.shape().dims();
+        if t.dtype() != GgmlDType::Q8_0 || dims.len() != 2 || !dims[1].is_multiple_of(QK) {
+            return Ok(None);
+        }
+        let (n, k) = (dims[0], dims[1]);
+        let data = t.data()?;
+        let kb = k / QK;
+        if data.len() != n * kb * BLOCK_BYTES {
+            candle_core::bail!(
+                "Q8_0 tensor of shape {dims:?} has {} bytes, expected {}",
+                data.len(),
+                n * kb * BLOCK_BYTES
+            );
+        }
+        let mut groups = vec![0u8; n.div_ceil(GROUP) * kb * GROUP_BLOCK];
+        for (c, column) in data.chunks_exact(kb * BLOCK_BYTES).enumerate() {
+            let (g, lane) = (c / GROUP, c % GROUP);
+            for (b, block) in column.chunks_exact(BLOCK_BYTES).enumerate() {
+                let at = (g * kb + b) * GROUP_BLOCK;
+                let dst = &mut groups[at..at + GROUP_BLOCK];
+                dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
+                for u in 0..QK / 4 {
+                    let to = QUANTS + u * 4 * GROUP + 4 * lane;
+                    dst[to..to + 4].copy_from_slice(&block[2 + 4 * u..2 + 4 * u + 4]);
+                }
+            }
+        }
+        Ok(Some(Self { n, k, groups }))
+    }
+
+    /// The matrices' columns side by side (one matmul instead of several over the same
+    /// input); `None` unless all have the same `k` and all but the last whole groups.
+    pub fn concat(parts: &[&Self]) -> Option<Self> {
+        let (last, rest) = parts.split_last()?;
+        if parts.iter().any(|p| p.k != last.k) || rest.iter().any(|p| p.n % GROUP != 0) {
+            return None;
+        }
+        Some(Self {
+            n: parts.iter().map(|p| p.n).sum(),
+            k: last.k,
+            groups: parts
+                .iter()
+                .flat_map(|p| p.groups.iter().copied())
+                .collect(),
+        })
+    }
+
+    /// Output columns.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.apply_op1_no_bwd(self)
+    }
+
+    /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
+    pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul_with(Kernel::best(), lhs, m, out)
+    }
+
+    /// [`Q8Matrix::matmul`] with a given kernel (one the CPU runs: see [`Kernel::available`]).
+    fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
+        let (n, k) = (self.n, self.k);
+        assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
+        assert!(
+            Kernel::available().contains(&kernel),
+            "{kernel:?} does not run here"
+        );
+        let act = Activations::quantize(lhs, m, k);
+        super::column_jobs((m, n, k), GROUP, out, |cols, out| {
+            for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
+                // SAFETY: the output is `m x n` and a job writes its own columns only; the
+                // kernel runs on this CPU.
+                unsafe { self.group(kernel, g, &act, m, out) }
+            }
+        });
+    }
+
+    /// Writes the columns of group `g` of all `m` rows of the `m x n` output at `out`.
+    ///
+    /// # Safety
+    /// `out` must point to `m * n` writable floats, and no one else may write these columns;
+    /// `kernel` must be one of [`Kernel::available`].
+    unsafe fn group(&self, kernel: Kernel, g: usize, act: &Activations, m: usize, out: *mut f32) {
+        let blocks = self.group_blocks(g);
+        let width = (self.n - g * GROUP).min(GROUP);
+        let mut write = |r: usize, values: &[f32; GROUP]| {
+            // SAFETY: the caller's (columns of group `g` in row `r`).
+            let row =
+                unsafe { std::slice::from_raw_parts_mut(out.add(r * self.n + g * GROUP), width) };
+            row.copy_from_slice(&values[..width]);
+        };
+        match kernel {
+            // SAFETY (both): the CPU has the kernel's features.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => unsafe { avx512::group(blocks, act, m, &mut write) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::group(blocks, act, m, &mut write) },
+            _ => {
+                for r in 0..m {
+                    write(
+                        r,
+                        &std::array::from_fn(|lane| dot_scalar(blocks, lane, act.row(r))),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Group `g`'s blocks.
+    #[inline]
+    fn group_blocks(&self, g: usize) -> &[u8] {
+        let bytes = self.k / QK * GROUP_BLOCK;
+        &self.groups[g * bytes..(g + 1) * bytes]
+    }
+}
+
+/// The kernels' arithmetic for the column in lane `lane` of a group (`blocks`) and one row:
+/// per block the exact integer sum `Σ w p`, then `acc = (sum · s) · d + acc` (a multiply, then
+/// an FMA).
+fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32 {
+    let mut acc = 0f32;
+    for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
+        let d = half::f16::from_le_bytes([block[2 * lane], block[2 * lane + 1]]).to_f32();
+        let p = &a.quants[b * QK..(b + 1) * QK];
+        let mut sum = 0i32;
+        for (j, &p) in p.iter().enumerate() {
+            let w = block[QUANTS + j / 4 * 4 * GROUP + 4 * lane + j % 4] as i8;
+            sum += w as i32 * p as i32;
+        }
+        acc = (sum as f32 * a.scales[b]).mul_add(d, acc);
+    }
+    acc
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+impl CustomOp1 for Q8Matrix {
+    fn name(&self) -> &'static str {
+        "stencil-q8_0-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (k, n) = (self.k, self.n);
+        super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m, out| {
+            self.matmul(lhs, m, out)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Device, Module};
+    use std::sync::Arc;
+
+    use crate::models::test_values as values;
+
+    fn pair(n: usize, k: usize, seed: u64) -> (Q8Matrix, QMatMul) {
+        let dev = Device::Cpu;
+        let w = Tensor::from_vec(values(n * k, seed, 0.5), (n, k), &dev).unwrap();
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        let ours = Q8Matrix::from_qtensor(&q).unwrap().expect("a Q8_0 matrix");
+        (ours, QMatMul::from_arc(Arc::new(q)).unwrap())
+    }
+
+    fn inputs(m: usize, k: usize, seed: u64) -> Vec<f32> {
+        let mut x = values(m * k, seed, 3.0);
+        // A block of zeros and one of extremes (the largest integer sums).
+        x[..QK].iter_mut().for_each(|v| *v = 0.0);
+        if k > QK {
+            x[QK..2 * QK].iter_mut().for_each(|v| *v = -100.0);
+        }
+        x
+    }
+
+    /// Every kernel this CPU runs (AVX-512 VNNI, AVX2, scalar) against the scalar reference.
+    #[test]
+    fn simd_and_scalar_paths_are_bit_identical_for_any_row_count() {
+        let kernels = Kernel::available();
+        eprintln!("kernels checked: {kernels:?}");
+        // Odd sizes: column counts that are no multiple of a group, rows beyond one tile.
+        for (n, k, seed) in [(37, 64, 1), (576, 576, 2), (5, 1536, 3), (3, 32, 4)] {
+            let (ours, _) = pair(n, k, seed);
+            for (m, &kernel) in [1, 2, 3, 4, 5, 9, 16, 17]
+                .into_iter()
+                .flat_map(|m| kernels.iter().map(move |k| (m, k)))
+            {
+                let x = inputs(m, k, seed + m as u64);
+                let mut fast = vec![0f32; m * n];
+                ours.matmul_with(kernel, &x, m, &mut fast);
+                let act = Activations::quantize(&x, m, k);
+                for r in 0..m {
+                    for c in 0..n {
+                        let slow = dot_scalar(ours.group_blocks(c / GROUP), c % GROUP, act.row(r));
+                        assert_eq!(
+                            slow.to_bits(),
+                            fast[r * n + c].to_bits(),
+                            "{kernel:?} n {n} k {k} m {m} at ({r}, {c}): {slow} vs {}",
+                            fast[r * n + c]
+                        );
+                    }
+                    // Each row alone gives the same row.
+                    let mut alone = vec![0f32; n];
+                    ours.matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
+                    assert!(alone
+                        .iter()
+                        .zip(&fast[r * n..(r + 1) * n])
+                        .all(|(a, b)| a.to_bits() == b.to_bits()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn close_to_candle() {
+        let (n, k, m) = (40, 576, 3);
+        let (ours, theirs) = pair(n, k, 9);
+        let x = values(m * k, 4, 2.0);
+        let mut got = vec![0f32; m * n];
+        ours.matmul(&x, m, &mut got);
+        let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).unwrap();
+        let candle = theirs.forward(&xt).unwrap().to_vec2::<f32>().unwrap();
+        for (r, row) in candle.iter().enumerate() {
+            let xs = &x[r * k..(r + 1) * k];
+            let norm: f32 = xs.iter().map(|v| v.abs()).sum::<f32>() * 0.5;
+            for (c, &want) in row.iter().enumerate() {
+                // candle rounds the activation scales to f16; both round the activations.
+                let ours = got[r * n + c];
+                assert!(
+                    (ours - want).abs() <= 2e-3 * norm.max(1.0),
+                    "({r}, {c}): {ours} vs candle {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_tensors_are_left_to_candle() {
+        let w = Tensor::zeros((4, 64), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let q = QTensor::quantize(&w, GgmlDType::Q4_0).unwrap();
+        assert!(Q8Matrix::from_qtensor(&q).unwrap().is_none());
+    }
+}
