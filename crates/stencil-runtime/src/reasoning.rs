@@ -24,6 +24,9 @@ pub struct ReasoningSplitter {
     end: String,
     phase: Phase,
     held: String,
+    /// Blanks at the end of the reasoning streamed so far, held back until more reasoning
+    /// follows them (the reasoning is trimmed, streamed or whole).
+    blanks: String,
     reasoning: String,
 }
 
@@ -34,6 +37,7 @@ impl ReasoningSplitter {
             end: r.end.clone(),
             phase: Phase::Opening,
             held: String::new(),
+            blanks: String::new(),
             reasoning: String::new(),
         }
     }
@@ -89,8 +93,25 @@ impl ReasoningSplitter {
                 }
             }
         }
-        self.reasoning.push_str(&thought);
-        (thought, content)
+        let ended = matches!(self.phase, Phase::Gap | Phase::Content);
+        (self.trimmed(thought, ended), content)
+    }
+
+    /// The part of a piece of reasoning to stream now: without leading blanks at the start of
+    /// the reasoning, and with trailing blanks held back (dropped once the reasoning `ended`).
+    fn trimmed(&mut self, piece: String, ended: bool) -> String {
+        let mut text = std::mem::take(&mut self.blanks);
+        text.push_str(&piece);
+        if self.reasoning.is_empty() {
+            text = text.trim_start().to_string();
+        }
+        let body = text.trim_end().len();
+        if !ended {
+            self.blanks = text[body..].to_string();
+        }
+        text.truncate(body);
+        self.reasoning.push_str(&text);
+        text
     }
 
     /// At the end of the output: what was held back (reasoning if the end marker never
@@ -100,16 +121,16 @@ impl ReasoningSplitter {
         match self.phase {
             Phase::Opening | Phase::Reasoning => {
                 self.phase = Phase::Reasoning;
-                self.reasoning.push_str(&rest);
-                (rest, String::new())
+                (self.trimmed(rest, true), String::new())
             }
             Phase::Gap | Phase::Content => (String::new(), rest),
         }
     }
 
-    /// All the reasoning so far, trimmed.
+    /// All the reasoning streamed so far (trimmed: it is what [`ReasoningSplitter::push`]
+    /// and [`ReasoningSplitter::finish`] returned as reasoning, put together).
     pub fn reasoning(&self) -> &str {
-        self.reasoning.trim()
+        &self.reasoning
     }
 }
 
@@ -161,7 +182,7 @@ mod tests {
         // The prompt opened the reasoning: no start marker in the output.
         assert_eq!(
             split(&["Hmm </thi", "nk>yes"], "<think>"),
-            ("Hmm ".into(), "yes".into(), "Hmm".into())
+            ("Hmm".into(), "yes".into(), "Hmm".into())
         );
         // `<th` that turns out not to be the start marker is reasoning.
         assert_eq!(split(&["<th", "is</think>x"], "<think>").0, "<this");
@@ -172,5 +193,17 @@ mod tests {
         );
         // An empty start marker.
         assert_eq!(split(&["a</think> b"], "").1, "b");
+    }
+
+    #[test]
+    fn streamed_reasoning_is_the_trimmed_whole() {
+        // Blanks at either end never stream; blanks inside do, once more reasoning follows.
+        let chunks = ["<think>\n Hmm", " ", "\n", "ok  ", "\n</think>x"];
+        assert_eq!(
+            split(&chunks, "<think>"),
+            ("Hmm \nok".into(), "x".into(), "Hmm \nok".into())
+        );
+        // Cut by max_tokens after blanks.
+        assert_eq!(split(&["<think>a ", "b \n"], "<think>").0, "a b");
     }
 }
