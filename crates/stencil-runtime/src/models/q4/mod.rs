@@ -9,7 +9,7 @@
 //! with a scale `a = s * p` (llama.cpp's Q8_1), and a block's dot product is
 //! `d * s * Σ q p + m * (s * Σ p)`.
 //!
-//! Columns go in groups of sixteen ([`super::quant`]): per block, `dpbusd` (AVX2: `maddubs`)
+//! Columns go in groups of sixteen (`models/quant.rs`): per block, `dpbusd` (AVX2: `maddubs`)
 //! of each column's nibbles by four activation bytes broadcast to every lane gives the sixteen
 //! columns' integer sums, and each row then needs one conversion, one multiply and two FMAs
 //! per block for all sixteen columns. The integer sums are exact; the

@@ -3,7 +3,7 @@
 //! candle's CPU kernel computes a batch row by row, at the cost of one f16 conversion call per
 //! block and row, so a batch of 16 decoding sequences costs almost 16 single steps. This kernel
 //! keeps the weights' quants and scales as stored, regrouped in groups of sixteen columns
-//! ([`super::quant`]), and turns a batch into one pass over the weights.
+//! (`models/quant.rs`), and turns a batch into one pass over the weights.
 //!
 //! Activations are quantized per block to `i8` with an f32 scale `s` (as for [`super::q4`]);
 //! a block's dot product is `d * s * Σ w p` with the integer sum exact (AVX-512 VNNI: `dpbusd`
