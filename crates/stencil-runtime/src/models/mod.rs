@@ -11,6 +11,7 @@ pub mod q4;
 pub mod q8_0;
 mod quant;
 pub mod quantized_llama;
+pub mod swiglu;
 
 use std::any::Any;
 

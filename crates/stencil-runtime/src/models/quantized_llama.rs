@@ -17,6 +17,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use super::attention::{Attention, HostKv, Rows};
 use super::q4::Q4Matrix;
 use super::q8_0::Q8Matrix;
+use super::swiglu::SwiGlu;
 use crate::error::{CandleContext, Result, RuntimeError};
 use crate::gguf::GgufFile;
 
@@ -487,13 +488,22 @@ impl Model {
             };
             x = (x + add_bias(layer.wo.forward(&y)?, &layer.wo_bias)?)?;
             let h = layer.ffn_norm.forward(&x)?;
-            let [gate, up]: [Tensor; 2] = layer
-                .gate_up
-                .forward(&h)?
-                .try_into()
-                .map_err(|_| candle_core::Error::Msg("gate and up expected".into()))?;
-            let gate = candle_nn::ops::silu(&gate)?;
-            x = (x + layer.down.forward(&(gate * up)?)?)?;
+            let gated = match &layer.gate_up {
+                // One pass over the fused output on the CPU.
+                Projections::Fused { weight, widths }
+                    if self.device.is_cpu() && widths[0] == widths[1] =>
+                {
+                    SwiGlu::forward(&weight.forward(&h)?)?
+                }
+                gate_up => {
+                    let [gate, up]: [Tensor; 2] = gate_up
+                        .forward(&h)?
+                        .try_into()
+                        .map_err(|_| candle_core::Error::Msg("gate and up expected".into()))?;
+                    (candle_nn::ops::silu(&gate)? * up)?
+                }
+            };
+            x = (x + layer.down.forward(&gated)?)?;
         }
         for (item, &(_, seq, pos)) in items.iter_mut().zip(&spans) {
             item.cache.len = pos + seq;
