@@ -11,7 +11,7 @@ pub mod q4;
 pub mod q8_0;
 mod quant;
 pub mod quantized_llama;
-pub mod swiglu;
+mod swiglu;
 
 use std::any::Any;
 
