@@ -54,6 +54,165 @@ impl Kernel {
     }
 }
 
+/// A weight format kept in column groups: the bytes of one block of a group and the kernels
+/// that read them (all giving [`Format::dot_scalar`]'s bits).
+pub(crate) trait Format {
+    /// Bytes of one block of a group.
+    const GROUP_BLOCK: usize;
+
+    /// The reference arithmetic: the column in `lane` of a group (`blocks`) and one row.
+    fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32;
+
+    /// All `m` rows of one group, with AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `act` has `m` rows of the group's `k`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+
+    /// All `m` rows of one group, with AVX-512 VNNI.
+    ///
+    /// # Safety
+    /// As [`Format::avx2`]'s, and the CPU has AVX-512 (F, BW, VL) with VNNI.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+}
+
+/// A weight matrix of `n` output columns over `k` inputs in format `F`: `n.div_ceil(16)`
+/// column groups of `k / 32` blocks of `F::GROUP_BLOCK` bytes. Columns past `n` in the last
+/// group are zeros.
+pub(crate) struct Groups<F> {
+    n: usize,
+    k: usize,
+    bytes: Vec<u8>,
+    format: std::marker::PhantomData<fn() -> F>,
+}
+
+impl<F: Format> Groups<F> {
+    /// All zeros, to be filled by [`Groups::block_mut`].
+    pub(crate) fn zeroed(n: usize, k: usize) -> Self {
+        Self {
+            n,
+            k,
+            bytes: vec![0; n.div_ceil(GROUP) * (k / QK) * F::GROUP_BLOCK],
+            format: std::marker::PhantomData,
+        }
+    }
+
+    /// Block `b` of column `c`'s group, and the column's lane in it.
+    pub(crate) fn block_mut(&mut self, c: usize, b: usize) -> (&mut [u8], usize) {
+        let at = ((c / GROUP) * (self.k / QK) + b) * F::GROUP_BLOCK;
+        (&mut self.bytes[at..at + F::GROUP_BLOCK], c % GROUP)
+    }
+
+    /// The matrices' columns side by side; `None` unless all have the same `k` and all but the
+    /// last whole groups.
+    pub(crate) fn concat(parts: &[&Self]) -> Option<Self> {
+        let (last, rest) = parts.split_last()?;
+        if parts.iter().any(|p| p.k != last.k) || rest.iter().any(|p| p.n % GROUP != 0) {
+            return None;
+        }
+        Some(Self {
+            n: parts.iter().map(|p| p.n).sum(),
+            k: last.k,
+            bytes: parts.iter().flat_map(|p| p.bytes.iter().copied()).collect(),
+            format: std::marker::PhantomData,
+        })
+    }
+
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    pub(crate) fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Group `g`'s blocks.
+    pub(crate) fn blocks(&self, g: usize) -> &[u8] {
+        let bytes = self.k / QK * F::GROUP_BLOCK;
+        &self.bytes[g * bytes..(g + 1) * bytes]
+    }
+
+    /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`, with a
+    /// given kernel (one of [`Kernel::available`]).
+    pub(crate) fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
+        let (n, k) = (self.n, self.k);
+        assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
+        assert!(
+            Kernel::available().contains(&kernel),
+            "{kernel:?} does not run here"
+        );
+        let act = Activations::quantize(lhs, m, k);
+        super::column_jobs((m, n, k), GROUP, out, |cols, out| {
+            for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
+                let blocks = self.blocks(g);
+                // A job writes its own columns of the `m x n` output only.
+                let mut out = GroupOut {
+                    out,
+                    n,
+                    first: g * GROUP,
+                    width: (n - g * GROUP).min(GROUP),
+                };
+                match kernel {
+                    // SAFETY (both): the CPU has the kernel's features; `act` has `m` rows.
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, &act, m, &mut out) },
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx2 => unsafe { F::avx2(blocks, &act, m, &mut out) },
+                    _ => {
+                        for r in 0..m {
+                            let row = act.row(r);
+                            out.write(r, &std::array::from_fn(|l| F::dot_scalar(blocks, l, row)));
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Where a kernel writes one group's columns of the `m x n` output.
+pub(crate) struct GroupOut {
+    out: *mut f32,
+    n: usize,
+    first: usize,
+    width: usize,
+}
+
+impl GroupOut {
+    /// Row `r`'s values of the group (those of columns below `n`).
+    #[inline]
+    pub(crate) fn write(&mut self, r: usize, values: &[f32; GROUP]) {
+        // SAFETY: the output is `m x n` (`r < m`) and only this job writes these columns
+        // ([`Groups::matmul_with`]).
+        let row = unsafe {
+            std::slice::from_raw_parts_mut(self.out.add(r * self.n + self.first), self.width)
+        };
+        row.copy_from_slice(&values[..self.width]);
+    }
+}
+
+/// Runs `tile(first row, rows, values)` over the `m` rows, at most `T` at a time, and writes
+/// each tile's rows.
+#[inline(always)]
+pub(crate) fn row_tiles<const T: usize>(
+    m: usize,
+    out: &mut GroupOut,
+    mut tile: impl FnMut(usize, usize, &mut [[f32; GROUP]; T]),
+) {
+    let mut r = 0;
+    while r < m {
+        let rows = (m - r).min(T);
+        let mut values = [[0f32; GROUP]; T];
+        tile(r, rows, &mut values);
+        for (i, v) in values[..rows].iter().enumerate() {
+            out.write(r + i, v);
+        }
+        r += rows;
+    }
+}
+
 /// Activation rows quantized per block of 32: `i8` quants `p` (in order), scale `s` (the
 /// value is `s * p`), `Σ p` and `s * Σ p`.
 pub(crate) struct Activations {
@@ -74,15 +233,19 @@ pub(crate) struct Row<'a> {
 }
 
 impl Activations {
-    pub(crate) fn quantize(lhs: &[f32], m: usize, k: usize) -> Self {
+    fn zeroed(m: usize, k: usize) -> Self {
         let blocks = m * k / QK;
-        let mut act = Self {
+        Self {
             k,
             scales: vec![0.0; blocks],
             sums: vec![0.0; blocks],
             totals: vec![0; blocks],
             quants: vec![0; m * k],
-        };
+        }
+    }
+
+    pub(crate) fn quantize(lhs: &[f32], m: usize, k: usize) -> Self {
+        let mut act = Self::zeroed(m, k);
         #[cfg(target_arch = "x86_64")]
         if super::simd() {
             // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time).
@@ -139,14 +302,7 @@ impl Activations {
 
     #[cfg(test)]
     fn quantize_portable(lhs: &[f32], m: usize, k: usize) -> Self {
-        let blocks = m * k / QK;
-        let mut act = Self {
-            k,
-            scales: vec![0.0; blocks],
-            sums: vec![0.0; blocks],
-            totals: vec![0; blocks],
-            quants: vec![0; m * k],
-        };
+        let mut act = Self::zeroed(m, k);
         act.fill(lhs);
         act
     }

@@ -2,6 +2,7 @@
 //! row, eight `maddubs` of the unpacked nibbles by broadcast activation bytes, summed in 16-bit
 //! lanes (at most 8 · 2 · 15 · 127 < 2^15: exact), then widened by one `madd`.
 
+use super::super::quant::{row_tiles, GroupOut};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, NIBBLES, QK};
 use std::arch::x86_64::*;
 
@@ -10,32 +11,20 @@ const TILE: usize = 2;
 /// Columns per register.
 const HALF: usize = GROUP / 2;
 
-/// [`super::Q4Matrix::group`] for this kernel: `write(row, values)` for each of the `m` rows.
+/// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group(
-    blocks: &[u8],
-    act: &Activations,
-    m: usize,
-    write: &mut impl FnMut(usize, &[f32; GROUP]),
-) {
-    let mut r = 0;
-    while r < m {
-        let rows = (m - r).min(TILE);
-        let mut values = [[0f32; GROUP]; TILE];
+pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    row_tiles::<TILE>(m, out, |r, rows, values| {
         for half in 0..2 {
             // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
             unsafe {
                 match rows {
-                    2 => tile::<2>(blocks, half, act, r, &mut values),
-                    _ => tile::<1>(blocks, half, act, r, &mut values),
+                    2 => tile::<2>(blocks, half, act, r, values),
+                    _ => tile::<1>(blocks, half, act, r, values),
                 }
             }
         }
-        for (i, v) in values[..rows].iter().enumerate() {
-            write(r + i, v);
-        }
-        r += rows;
-    }
+    })
 }
 
 /// [`super::dot_scalar`] for lanes `8 half .. 8 half + 8` of a group and `R` rows from

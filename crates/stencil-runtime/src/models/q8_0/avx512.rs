@@ -2,38 +2,27 @@
 //! and row, eight `dpbusd` of the quants made unsigned (`w + 128`) by broadcast activation
 //! bytes, less `128 Σ p`.
 
+use super::super::quant::{row_tiles, GroupOut};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, QK, QUANTS};
 use std::arch::x86_64::*;
 
 /// Rows per tile.
 const TILE: usize = 4;
 
-/// [`super::Q8Matrix::group`] for this kernel: `write(row, values)` for each of the `m` rows.
+/// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group(
-    blocks: &[u8],
-    act: &Activations,
-    m: usize,
-    write: &mut impl FnMut(usize, &[f32; GROUP]),
-) {
-    let mut r = 0;
-    while r < m {
-        let rows = (m - r).min(TILE);
-        let mut values = [[0f32; GROUP]; TILE];
+pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    row_tiles::<TILE>(m, out, |r, rows, values| {
         // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
         unsafe {
             match rows {
-                4 => tile::<4>(blocks, act, r, &mut values),
-                3 => tile::<3>(blocks, act, r, &mut values),
-                2 => tile::<2>(blocks, act, r, &mut values),
-                _ => tile::<1>(blocks, act, r, &mut values),
+                4 => tile::<4>(blocks, act, r, values),
+                3 => tile::<3>(blocks, act, r, values),
+                2 => tile::<2>(blocks, act, r, values),
+                _ => tile::<1>(blocks, act, r, values),
             }
         }
-        for (i, v) in values[..rows].iter().enumerate() {
-            write(r + i, v);
-        }
-        r += rows;
-    }
+    })
 }
 
 /// [`super::dot_scalar`] for the sixteen lanes of a group and `R` rows from `first`.

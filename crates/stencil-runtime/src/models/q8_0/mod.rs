@@ -12,7 +12,7 @@
 //! scalar, AVX2 and AVX-512 VNNI paths all reproduce step for step: every path gives the same
 //! bits on any CPU, and a row's result does not depend on which other rows run with it.
 
-use super::quant::{Activations, Kernel, Row, GROUP, QK};
+use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Row, GROUP, QK};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
@@ -26,12 +26,11 @@ const QUANTS: usize = GROUP * 2;
 
 /// A Q8_0 weight matrix of `n` output columns over `k` inputs, for [`Q8Matrix::matmul`].
 pub struct Q8Matrix {
-    n: usize,
-    k: usize,
-    /// `n.div_ceil(16)` column groups of `k / 32` blocks of [`GROUP_BLOCK`] bytes. Columns
-    /// past `n` in the last group are zeros.
-    groups: Vec<u8>,
+    groups: Groups<Q8>,
 }
+
+/// The Q8_0 group layout and kernels.
+pub(crate) struct Q8;
 
 impl Q8Matrix {
     /// Takes a 2-D Q8_0 tensor (`[n, k]`); `None` for any other tensor.
@@ -50,12 +49,10 @@ impl Q8Matrix {
                 n * kb * BLOCK_BYTES
             );
         }
-        let mut groups = vec![0u8; n.div_ceil(GROUP) * kb * GROUP_BLOCK];
+        let mut groups = Groups::zeroed(n, k);
         for (c, column) in data.chunks_exact(kb * BLOCK_BYTES).enumerate() {
-            let (g, lane) = (c / GROUP, c % GROUP);
             for (b, block) in column.chunks_exact(BLOCK_BYTES).enumerate() {
-                let at = (g * kb + b) * GROUP_BLOCK;
-                let dst = &mut groups[at..at + GROUP_BLOCK];
+                let (dst, lane) = groups.block_mut(c, b);
                 dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
                 for u in 0..QK / 4 {
                     let to = QUANTS + u * 4 * GROUP + 4 * lane;
@@ -63,29 +60,21 @@ impl Q8Matrix {
                 }
             }
         }
-        Ok(Some(Self { n, k, groups }))
+        Ok(Some(Self { groups }))
     }
 
     /// The matrices' columns side by side (one matmul instead of several over the same
     /// input); `None` unless all have the same `k` and all but the last whole groups.
     pub fn concat(parts: &[&Self]) -> Option<Self> {
-        let (last, rest) = parts.split_last()?;
-        if parts.iter().any(|p| p.k != last.k) || rest.iter().any(|p| p.n % GROUP != 0) {
-            return None;
-        }
+        let parts: Vec<&Groups<Q8>> = parts.iter().map(|p| &p.groups).collect();
         Some(Self {
-            n: parts.iter().map(|p| p.n).sum(),
-            k: last.k,
-            groups: parts
-                .iter()
-                .flat_map(|p| p.groups.iter().copied())
-                .collect(),
+            groups: Groups::concat(&parts)?,
         })
     }
 
     /// Output columns.
     pub fn n(&self) -> usize {
-        self.n
+        self.groups.n()
     }
 
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
@@ -95,82 +84,42 @@ impl Q8Matrix {
 
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul_with(Kernel::best(), lhs, m, out)
-    }
-
-    /// [`Q8Matrix::matmul`] with a given kernel (one the CPU runs: see [`Kernel::available`]).
-    fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
-        let (n, k) = (self.n, self.k);
-        assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
-        assert!(
-            Kernel::available().contains(&kernel),
-            "{kernel:?} does not run here"
-        );
-        let act = Activations::quantize(lhs, m, k);
-        super::column_jobs((m, n, k), GROUP, out, |cols, out| {
-            for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
-                // SAFETY: the output is `m x n` and a job writes its own columns only; the
-                // kernel runs on this CPU.
-                unsafe { self.group(kernel, g, &act, m, out) }
-            }
-        });
-    }
-
-    /// Writes the columns of group `g` of all `m` rows of the `m x n` output at `out`.
-    ///
-    /// # Safety
-    /// `out` must point to `m * n` writable floats, and no one else may write these columns;
-    /// `kernel` must be one of [`Kernel::available`].
-    unsafe fn group(&self, kernel: Kernel, g: usize, act: &Activations, m: usize, out: *mut f32) {
-        let blocks = self.group_blocks(g);
-        let width = (self.n - g * GROUP).min(GROUP);
-        let mut write = |r: usize, values: &[f32; GROUP]| {
-            // SAFETY: the caller's (columns of group `g` in row `r`).
-            let row =
-                unsafe { std::slice::from_raw_parts_mut(out.add(r * self.n + g * GROUP), width) };
-            row.copy_from_slice(&values[..width]);
-        };
-        match kernel {
-            // SAFETY (both): the CPU has the kernel's features.
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => unsafe { avx512::group(blocks, act, m, &mut write) },
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::group(blocks, act, m, &mut write) },
-            _ => {
-                for r in 0..m {
-                    write(
-                        r,
-                        &std::array::from_fn(|lane| dot_scalar(blocks, lane, act.row(r))),
-                    );
-                }
-            }
-        }
-    }
-
-    /// Group `g`'s blocks.
-    #[inline]
-    fn group_blocks(&self, g: usize) -> &[u8] {
-        let bytes = self.k / QK * GROUP_BLOCK;
-        &self.groups[g * bytes..(g + 1) * bytes]
+        self.groups.matmul_with(Kernel::best(), lhs, m, out)
     }
 }
 
-/// The kernels' arithmetic for the column in lane `lane` of a group (`blocks`) and one row:
-/// per block the exact integer sum `Σ w p`, then `acc = (sum · s) · d + acc` (a multiply, then
-/// an FMA).
-fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32 {
-    let mut acc = 0f32;
-    for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
-        let d = half::f16::from_le_bytes([block[2 * lane], block[2 * lane + 1]]).to_f32();
-        let p = &a.quants[b * QK..(b + 1) * QK];
-        let mut sum = 0i32;
-        for (j, &p) in p.iter().enumerate() {
-            let w = block[QUANTS + j / 4 * 4 * GROUP + 4 * lane + j % 4] as i8;
-            sum += w as i32 * p as i32;
+impl Format for Q8 {
+    const GROUP_BLOCK: usize = GROUP_BLOCK;
+
+    /// The kernels' arithmetic for the column in lane `lane` of a group (`blocks`) and one row:
+    /// per block the exact integer sum `Σ w p`, then `acc = (sum · s) · d + acc` (a multiply, then
+    /// an FMA).
+    fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32 {
+        let mut acc = 0f32;
+        for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
+            let d = half::f16::from_le_bytes([block[2 * lane], block[2 * lane + 1]]).to_f32();
+            let p = &a.quants[b * QK..(b + 1) * QK];
+            let mut sum = 0i32;
+            for (j, &p) in p.iter().enumerate() {
+                let w = block[QUANTS + j / 4 * 4 * GROUP + 4 * lane + j % 4] as i8;
+                sum += w as i32 * p as i32;
+            }
+            acc = (sum as f32 * a.scales[b]).mul_add(d, acc);
         }
-        acc = (sum as f32 * a.scales[b]).mul_add(d, acc);
+        acc
     }
-    acc
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+        // SAFETY: the caller's.
+        unsafe { avx2::group(blocks, act, m, out) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+        // SAFETY: the caller's.
+        unsafe { avx512::group(blocks, act, m, out) }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -188,7 +137,7 @@ impl CustomOp1 for Q8Matrix {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (k, n) = (self.k, self.n);
+        let (k, n) = (self.groups.k(), self.groups.n());
         super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m, out| {
             self.matmul(lhs, m, out)
         })
@@ -236,11 +185,12 @@ mod tests {
             {
                 let x = inputs(m, k, seed + m as u64);
                 let mut fast = vec![0f32; m * n];
-                ours.matmul_with(kernel, &x, m, &mut fast);
+                ours.groups.matmul_with(kernel, &x, m, &mut fast);
                 let act = Activations::quantize(&x, m, k);
                 for r in 0..m {
                     for c in 0..n {
-                        let slow = dot_scalar(ours.group_blocks(c / GROUP), c % GROUP, act.row(r));
+                        let slow =
+                            Q8::dot_scalar(ours.groups.blocks(c / GROUP), c % GROUP, act.row(r));
                         assert_eq!(
                             slow.to_bits(),
                             fast[r * n + c].to_bits(),
@@ -250,7 +200,8 @@ mod tests {
                     }
                     // Each row alone gives the same row.
                     let mut alone = vec![0f32; n];
-                    ours.matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
+                    ours.groups
+                        .matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
                     assert!(alone
                         .iter()
                         .zip(&fast[r * n..(r + 1) * n])
