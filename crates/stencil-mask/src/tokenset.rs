@@ -48,6 +48,25 @@ impl TokenSet {
         (id as usize) < self.len && self.words[id as usize / 64] & (1 << (id % 64)) != 0
     }
 
+    /// Sets `values[i] = fill` for every index `i` not in the set (indices past the set's
+    /// length included), a word of 64 ids at a time: how a mask is applied to logits.
+    pub fn fill_outside<T: Copy>(&self, values: &mut [T], fill: T) {
+        let mut chunks = values.chunks_mut(64);
+        // Words first: zip takes from its first side before the second ends it.
+        for (&w, chunk) in self.words.iter().zip(&mut chunks) {
+            if w == u64::MAX {
+                continue;
+            }
+            for (i, v) in chunk.iter_mut().enumerate() {
+                if w >> i & 1 == 0 {
+                    *v = fill;
+                }
+            }
+        }
+        // Past the last word: no ids (and no bit past the length is ever set).
+        chunks.for_each(|c| c.fill(fill));
+    }
+
     pub fn clear(&mut self) {
         self.words.fill(0);
     }
@@ -115,6 +134,26 @@ impl TokenSet {
 #[cfg(test)]
 mod tests {
     use super::TokenSet;
+
+    #[test]
+    fn fill_outside_keeps_members_only() {
+        for len in [1usize, 63, 64, 65, 130] {
+            let mut set = TokenSet::new(len);
+            (0..len as u32)
+                .filter(|i| i % 5 != 2)
+                .for_each(|i| set.insert(i));
+            // A full word, then values past the set's length (a vocabulary padded by the model).
+            if len >= 64 {
+                (0..64).for_each(|i| set.insert(i));
+            }
+            let mut values: Vec<i32> = (0..len as i32 + 70).collect();
+            set.fill_outside(&mut values, -1);
+            for (i, &v) in values.iter().enumerate() {
+                let kept = set.contains(i as u32);
+                assert_eq!(v, if kept { i as i32 } else { -1 }, "len {len}, index {i}");
+            }
+        }
+    }
 
     #[test]
     fn u32_words_put_id_i_at_bit_i_mod_32_of_word_i_div_32() {

@@ -208,11 +208,7 @@ impl<'m> Generator<'m> {
         if self.matcher.is_none() {
             return Ok(());
         }
-        for (id, l) in logits.iter_mut().enumerate() {
-            if !self.mask.contains(id as u32) {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        self.mask.fill_outside(logits, f32::NEG_INFINITY);
         Ok(())
     }
 

@@ -327,7 +327,7 @@ impl Activations {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn row(&self, r: usize) -> Row<'_> {
         let kb = self.k / QK;
         Row {
