@@ -34,16 +34,16 @@ unsafe impl Sync for ColumnsOut {}
 
 /// Runs `job(columns, out)` over the `n` output columns of an `m x n` product over `k`
 /// inputs, on candle's thread pool unless the product is small; each job's columns start at a
-/// multiple of `width` (a kernel's column group). `out` must hold `m * n` values, and a job may
-/// write only the elements of its own columns.
+/// multiple of `width` (a kernel's column group). `out` must hold `m * n` values (it may start
+/// uninitialized), and a job may write only the elements of its own columns.
 pub(crate) fn column_jobs(
     (m, n, k): (usize, usize, usize),
     width: usize,
-    out: &mut [f32],
+    out: &mut [std::mem::MaybeUninit<f32>],
     job: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
 ) {
     assert_eq!(out.len(), m * n, "out is not {m} x {n}");
-    let out = ColumnsOut(out.as_mut_ptr());
+    let out = ColumnsOut(out.as_mut_ptr().cast());
     let run = |groups: std::ops::Range<usize>| {
         let out = &out;
         job(groups.start * width..(groups.end * width).min(n), out.0)
@@ -57,13 +57,13 @@ pub(crate) fn column_jobs(
 }
 
 /// The CPU forward of a weight matmul op ([`q4::Q4Matrix`], [`q8_0::Q8Matrix`]): checks that
-/// the activations are contiguous f32 `[.., k]`, then `matmul(lhs, rows, out)` fills `[.., n]`.
+/// the activations are contiguous f32 `[.., k]`, then `matmul(lhs, rows)` gives `[.., n]`.
 pub(crate) fn weight_matmul_fwd(
     what: &str,
     (k, n): (usize, usize),
     storage: &candle_core::CpuStorage,
     layout: &candle_core::Layout,
-    matmul: impl FnOnce(&[f32], usize, &mut [f32]),
+    matmul: impl FnOnce(&[f32], usize) -> Vec<f32>,
 ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
     let candle_core::CpuStorage::F32(data) = storage else {
         candle_core::bail!("{what} matmul takes f32 activations");
@@ -80,8 +80,7 @@ pub(crate) fn weight_matmul_fwd(
         None => candle_core::bail!("{what} matmul needs contiguous activations"),
     };
     let m: usize = outer.iter().product();
-    let mut out = vec![0f32; m * n];
-    matmul(lhs, m, &mut out);
+    let out = matmul(lhs, m);
     let mut shape = outer.to_vec();
     shape.push(n);
     Ok((

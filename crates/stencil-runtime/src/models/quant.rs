@@ -137,6 +137,28 @@ impl<F: Format> Groups<F> {
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`, with a
     /// given kernel (one of [`Kernel::available`]).
     pub(crate) fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
+        // SAFETY: the same memory seen as possibly uninitialized floats; only floats are written.
+        let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
+        self.fill(kernel, lhs, m, out)
+    }
+
+    /// The `m x n` product of `lhs` with the fastest kernel, in a new vector (never zeroed
+    /// first: every element is written once).
+    pub(crate) fn product(&self, lhs: &[f32], m: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(m * self.n);
+        self.fill(
+            Kernel::best(),
+            lhs,
+            m,
+            &mut out.spare_capacity_mut()[..m * self.n],
+        );
+        // SAFETY: `fill` wrote all `m * n` elements: every group's columns of every row.
+        unsafe { out.set_len(m * self.n) };
+        out
+    }
+
+    /// [`Groups::matmul_with`] into a possibly uninitialized output; writes every element.
+    fn fill(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [std::mem::MaybeUninit<f32>]) {
         let (n, k) = (self.n, self.k);
         assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
         assert!(
@@ -185,11 +207,14 @@ impl GroupOut {
     #[inline]
     pub(crate) fn write(&mut self, r: usize, values: &[f32; GROUP]) {
         // SAFETY: the output is `m x n` (`r < m`) and only this job writes these columns
-        // ([`Groups::matmul_with`]).
-        let row = unsafe {
-            std::slice::from_raw_parts_mut(self.out.add(r * self.n + self.first), self.width)
+        // ([`Groups::matmul_with`]); they may be uninitialized, so they are written, not read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr(),
+                self.out.add(r * self.n + self.first),
+                self.width,
+            )
         };
-        row.copy_from_slice(&values[..self.width]);
     }
 }
 

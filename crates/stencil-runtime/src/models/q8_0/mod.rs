@@ -138,8 +138,8 @@ impl CustomOp1 for Q8Matrix {
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (k, n) = (self.groups.k(), self.groups.n());
-        super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m, out| {
-            self.matmul(lhs, m, out)
+        super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m| {
+            self.groups.product(lhs, m)
         })
     }
 }
@@ -218,6 +218,8 @@ mod tests {
         let x = values(m * k, 4, 2.0);
         let mut got = vec![0f32; m * n];
         ours.matmul(&x, m, &mut got);
+        // The forward path writes a fresh, never zeroed output: the same values.
+        assert_eq!(ours.groups.product(&x, m), got);
         let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).unwrap();
         let candle = theirs.forward(&xt).unwrap().to_vec2::<f32>().unwrap();
         for (r, row) in candle.iter().enumerate() {
