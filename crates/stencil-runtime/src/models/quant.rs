@@ -59,6 +59,9 @@ impl Kernel {
 pub(crate) trait Format {
     /// Bytes of one block of a group.
     const GROUP_BLOCK: usize;
+    /// The format's name in errors ("Q4") and its candle op's name.
+    const NAME: &'static str;
+    const OP: &'static str;
 
     /// The reference arithmetic: the column in `lane` of a group (`blocks`) and one row.
     fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32;
@@ -124,10 +127,6 @@ impl<F: Format> Groups<F> {
         self.n
     }
 
-    pub(crate) fn k(&self) -> usize {
-        self.k
-    }
-
     /// Group `g`'s blocks.
     pub(crate) fn blocks(&self, g: usize) -> &[u8] {
         let bytes = self.k / QK * F::GROUP_BLOCK;
@@ -191,6 +190,62 @@ impl<F: Format> Groups<F> {
                 }
             }
         });
+    }
+}
+
+impl<F: Format> candle_core::CustomOp1 for Groups<F> {
+    fn name(&self) -> &'static str {
+        F::OP
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        super::weight_matmul_fwd(F::NAME, (self.k, self.n), storage, layout, |lhs, m| {
+            self.product(lhs, m)
+        })
+    }
+}
+
+/// Checks every kernel this CPU runs against `F::dot_scalar`, bit for bit, for row counts
+/// within and across tiles, and each row alone against the same row in a batch.
+#[cfg(test)]
+pub(crate) fn assert_kernels_match_the_reference<F: Format>(w: &Groups<F>, seed: u64, what: &str) {
+    let (n, k) = (w.n, w.k);
+    for m in [1, 2, 3, 4, 5, 9, 16, 17] {
+        let mut x = super::test_values(m * k, seed + m as u64, 3.0);
+        // A block of zeros and one of extremes (the largest integer sums).
+        x[..QK].iter_mut().for_each(|v| *v = 0.0);
+        if k > QK {
+            x[QK..2 * QK].iter_mut().for_each(|v| *v = -100.0);
+        }
+        let act = Activations::quantize(&x, m, k);
+        for &kernel in Kernel::available() {
+            let mut fast = vec![0f32; m * n];
+            w.matmul_with(kernel, &x, m, &mut fast);
+            for r in 0..m {
+                for c in 0..n {
+                    let slow = F::dot_scalar(w.blocks(c / GROUP), c % GROUP, act.row(r));
+                    let got = fast[r * n + c];
+                    assert_eq!(
+                        slow.to_bits(),
+                        got.to_bits(),
+                        "{kernel:?} {what} n {n} k {k} m {m} at ({r}, {c}): {slow} vs {got}"
+                    );
+                }
+                let mut alone = vec![0f32; n];
+                w.matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
+                assert!(
+                    alone
+                        .iter()
+                        .zip(&fast[r * n..(r + 1) * n])
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{kernel:?} {what}: row {r} alone differs from the batch of {m}"
+                );
+            }
+        }
     }
 }
 

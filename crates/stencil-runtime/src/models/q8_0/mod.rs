@@ -14,7 +14,7 @@
 
 use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Row, GROUP, QK};
 use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+use candle_core::Tensor;
 
 /// Bytes of one GGUF Q8_0 block: an f16 scale, then 32 `i8` quants.
 const BLOCK_BYTES: usize = 2 + QK;
@@ -79,7 +79,7 @@ impl Q8Matrix {
 
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.apply_op1_no_bwd(self)
+        x.apply_op1_no_bwd(&self.groups)
     }
 
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
@@ -90,6 +90,8 @@ impl Q8Matrix {
 
 impl Format for Q8 {
     const GROUP_BLOCK: usize = GROUP_BLOCK;
+    const NAME: &'static str = "Q8_0";
+    const OP: &'static str = "stencil-q8_0-matmul";
 
     /// The kernels' arithmetic for the column in lane `lane` of a group (`blocks`) and one row:
     /// per block the exact integer sum `Σ w p`, then `acc = (sum · s) · d + acc` (a multiply, then
@@ -127,26 +129,10 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
-impl CustomOp1 for Q8Matrix {
-    fn name(&self) -> &'static str {
-        "stencil-q8_0-matmul"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (k, n) = (self.groups.k(), self.groups.n());
-        super::weight_matmul_fwd("Q8_0", (k, n), storage, layout, |lhs, m| {
-            self.groups.product(lhs, m)
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::quant::assert_kernels_match_the_reference;
     use candle_core::quantized::QMatMul;
     use candle_core::{Device, Module};
     use std::sync::Arc;
@@ -161,53 +147,14 @@ mod tests {
         (ours, QMatMul::from_arc(Arc::new(q)).unwrap())
     }
 
-    fn inputs(m: usize, k: usize, seed: u64) -> Vec<f32> {
-        let mut x = values(m * k, seed, 3.0);
-        // A block of zeros and one of extremes (the largest integer sums).
-        x[..QK].iter_mut().for_each(|v| *v = 0.0);
-        if k > QK {
-            x[QK..2 * QK].iter_mut().for_each(|v| *v = -100.0);
-        }
-        x
-    }
-
     /// Every kernel this CPU runs (AVX-512 VNNI, AVX2, scalar) against the scalar reference.
     #[test]
     fn simd_and_scalar_paths_are_bit_identical_for_any_row_count() {
-        let kernels = Kernel::available();
-        eprintln!("kernels checked: {kernels:?}");
-        // Odd sizes: column counts that are no multiple of a group, rows beyond one tile.
+        eprintln!("kernels checked: {:?}", Kernel::available());
+        // Column counts that are no multiple of a group; one block, many blocks.
         for (n, k, seed) in [(37, 64, 1), (576, 576, 2), (5, 1536, 3), (3, 32, 4)] {
             let (ours, _) = pair(n, k, seed);
-            for (m, &kernel) in [1, 2, 3, 4, 5, 9, 16, 17]
-                .into_iter()
-                .flat_map(|m| kernels.iter().map(move |k| (m, k)))
-            {
-                let x = inputs(m, k, seed + m as u64);
-                let mut fast = vec![0f32; m * n];
-                ours.groups.matmul_with(kernel, &x, m, &mut fast);
-                let act = Activations::quantize(&x, m, k);
-                for r in 0..m {
-                    for c in 0..n {
-                        let slow =
-                            Q8::dot_scalar(ours.groups.blocks(c / GROUP), c % GROUP, act.row(r));
-                        assert_eq!(
-                            slow.to_bits(),
-                            fast[r * n + c].to_bits(),
-                            "{kernel:?} n {n} k {k} m {m} at ({r}, {c}): {slow} vs {}",
-                            fast[r * n + c]
-                        );
-                    }
-                    // Each row alone gives the same row.
-                    let mut alone = vec![0f32; n];
-                    ours.groups
-                        .matmul_with(kernel, &x[r * k..(r + 1) * k], 1, &mut alone);
-                    assert!(alone
-                        .iter()
-                        .zip(&fast[r * n..(r + 1) * n])
-                        .all(|(a, b)| a.to_bits() == b.to_bits()));
-                }
-            }
+            assert_kernels_match_the_reference(&ours.groups, seed, "Q8_0");
         }
     }
 
