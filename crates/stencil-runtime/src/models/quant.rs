@@ -92,20 +92,46 @@ pub(crate) struct Groups<F> {
 }
 
 impl<F: Format> Groups<F> {
-    /// All zeros, to be filled by [`Groups::block_mut`].
-    pub(crate) fn zeroed(n: usize, k: usize) -> Self {
-        Self {
+    /// Regroups a 2-D GGUF tensor `[n, k]` stored as `block_bytes` per block of 32 values,
+    /// column after column: `place(group block, lane, file block)` copies one block into its
+    /// column's lane, or returns false when the format cannot hold it (then `None`, as for a
+    /// tensor that is not 2-D over whole blocks). A byte count that does not match the shape
+    /// is an error naming the tensor's type.
+    pub(crate) fn regroup(
+        t: &candle_core::quantized::QTensor,
+        block_bytes: usize,
+        mut place: impl FnMut(&mut [u8], usize, &[u8]) -> bool,
+    ) -> candle_core::Result<Option<Self>> {
+        let dims = t.shape().dims();
+        if dims.len() != 2 || !dims[1].is_multiple_of(QK) {
+            return Ok(None);
+        }
+        let (n, k) = (dims[0], dims[1]);
+        let kb = k / QK;
+        let data = t.data()?;
+        if data.len() != n * kb * block_bytes {
+            candle_core::bail!(
+                "{:?} tensor of shape {dims:?} has {} bytes, expected {}",
+                t.dtype(),
+                data.len(),
+                n * kb * block_bytes
+            );
+        }
+        let mut bytes = vec![0; n.div_ceil(GROUP) * kb * F::GROUP_BLOCK];
+        for (c, column) in data.chunks_exact(kb * block_bytes).enumerate() {
+            for (b, block) in column.chunks_exact(block_bytes).enumerate() {
+                let at = ((c / GROUP) * kb + b) * F::GROUP_BLOCK;
+                if !place(&mut bytes[at..at + F::GROUP_BLOCK], c % GROUP, block) {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(Self {
             n,
             k,
-            bytes: vec![0; n.div_ceil(GROUP) * (k / QK) * F::GROUP_BLOCK],
+            bytes,
             format: std::marker::PhantomData,
-        }
-    }
-
-    /// Block `b` of column `c`'s group, and the column's lane in it.
-    pub(crate) fn block_mut(&mut self, c: usize, b: usize) -> (&mut [u8], usize) {
-        let at = ((c / GROUP) * (self.k / QK) + b) * F::GROUP_BLOCK;
-        (&mut self.bytes[at..at + F::GROUP_BLOCK], c % GROUP)
+        }))
     }
 
     /// The matrices' columns side by side; `None` unless all have the same `k` and all but the

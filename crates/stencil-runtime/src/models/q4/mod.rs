@@ -41,52 +41,33 @@ pub(crate) struct Q4;
 impl Q4Matrix {
     /// Takes a 2-D Q4_0 or Q4_1 tensor (`[n, k]`); `None` for any other tensor.
     pub fn from_qtensor(t: &QTensor) -> candle_core::Result<Option<Self>> {
-        let dims = t.shape().dims();
         let header = match t.dtype() {
             GgmlDType::Q4_0 => 2,
             GgmlDType::Q4_1 => 4,
             _ => return Ok(None),
         };
-        if dims.len() != 2 || !dims[1].is_multiple_of(QK) {
-            return Ok(None);
-        }
-        let (n, k) = (dims[0], dims[1]);
-        let data = t.data()?;
-        let kb = k / QK;
-        let block_bytes = header + QK / 2;
-        if data.len() != n * kb * block_bytes {
-            candle_core::bail!(
-                "{:?} tensor of shape {dims:?} has {} bytes, expected {}",
-                t.dtype(),
-                data.len(),
-                n * kb * block_bytes
-            );
-        }
-        let mut groups = Groups::zeroed(n, k);
-        for (c, column) in data.chunks_exact(kb * block_bytes).enumerate() {
-            for (b, block) in column.chunks_exact(block_bytes).enumerate() {
-                let (dst, lane) = groups.block_mut(c, b);
-                dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
-                let m = if header == 4 {
-                    [block[2], block[3]]
-                } else {
-                    // Q4_0 stores `d * (q - 8)`: m = -8 d, exact in f16 unless it overflows
-                    // (then candle's kernel takes the tensor).
-                    let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
-                    let m = f16::from_f32(-8.0 * d);
-                    if m.to_f32() != -8.0 * d {
-                        return Ok(None);
-                    }
-                    m.to_le_bytes()
-                };
-                dst[2 * GROUP + 2 * lane..2 * GROUP + 2 * lane + 2].copy_from_slice(&m);
-                for u in 0..4 {
-                    let to = NIBBLES + u * 4 * GROUP + 4 * lane;
-                    dst[to..to + 4].copy_from_slice(&block[header + 4 * u..header + 4 * u + 4]);
+        let groups = Groups::regroup(t, header + QK / 2, |dst, lane, block| {
+            dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
+            let m = if header == 4 {
+                [block[2], block[3]]
+            } else {
+                // Q4_0 stores `d * (q - 8)`: m = -8 d, exact in f16 unless it overflows
+                // (then candle's kernel takes the tensor).
+                let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                let m = f16::from_f32(-8.0 * d);
+                if m.to_f32() != -8.0 * d {
+                    return false;
                 }
+                m.to_le_bytes()
+            };
+            dst[2 * GROUP + 2 * lane..2 * GROUP + 2 * lane + 2].copy_from_slice(&m);
+            for u in 0..4 {
+                let to = NIBBLES + u * 4 * GROUP + 4 * lane;
+                dst[to..to + 4].copy_from_slice(&block[header + 4 * u..header + 4 * u + 4]);
             }
-        }
-        Ok(Some(Self { groups }))
+            true
+        })?;
+        Ok(groups.map(|groups| Self { groups }))
     }
 
     /// The matrices' columns side by side (one matmul instead of several over the same

@@ -35,32 +35,18 @@ pub(crate) struct Q8;
 impl Q8Matrix {
     /// Takes a 2-D Q8_0 tensor (`[n, k]`); `None` for any other tensor.
     pub fn from_qtensor(t: &QTensor) -> candle_core::Result<Option<Self>> {
-        let dims = t.shape().dims();
-        if t.dtype() != GgmlDType::Q8_0 || dims.len() != 2 || !dims[1].is_multiple_of(QK) {
+        if t.dtype() != GgmlDType::Q8_0 {
             return Ok(None);
         }
-        let (n, k) = (dims[0], dims[1]);
-        let data = t.data()?;
-        let kb = k / QK;
-        if data.len() != n * kb * BLOCK_BYTES {
-            candle_core::bail!(
-                "Q8_0 tensor of shape {dims:?} has {} bytes, expected {}",
-                data.len(),
-                n * kb * BLOCK_BYTES
-            );
-        }
-        let mut groups = Groups::zeroed(n, k);
-        for (c, column) in data.chunks_exact(kb * BLOCK_BYTES).enumerate() {
-            for (b, block) in column.chunks_exact(BLOCK_BYTES).enumerate() {
-                let (dst, lane) = groups.block_mut(c, b);
-                dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
-                for u in 0..QK / 4 {
-                    let to = QUANTS + u * 4 * GROUP + 4 * lane;
-                    dst[to..to + 4].copy_from_slice(&block[2 + 4 * u..2 + 4 * u + 4]);
-                }
+        let groups = Groups::regroup(t, BLOCK_BYTES, |dst, lane, block| {
+            dst[2 * lane..2 * lane + 2].copy_from_slice(&block[..2]);
+            for u in 0..QK / 4 {
+                let to = QUANTS + u * 4 * GROUP + 4 * lane;
+                dst[to..to + 4].copy_from_slice(&block[2 + 4 * u..2 + 4 * u + 4]);
             }
-        }
-        Ok(Some(Self { groups }))
+            true
+        })?;
+        Ok(groups.map(|groups| Self { groups }))
     }
 
     /// The matrices' columns side by side (one matmul instead of several over the same
