@@ -977,6 +977,113 @@ fn object_negations_match_the_validator() {
     }
 }
 
+/// Negations pushed down to where no complement of objects or arrays is needed (arrays by
+/// `contains` of the items' negation, counts, `if`/`then`/`else`, dependencies, `anyOf`
+/// mixing scalars, objects and `$ref`s, scalar keywords beside object ones, `oneOf` branches
+/// told apart by nested objects whose names are declared nowhere else) accept exactly what the
+/// `jsonschema` crate validates in any member order, and never an invalid value in schema
+/// order.
+#[test]
+fn negations_pushed_down_match_the_validator() {
+    let vocab = tiny_vocab("a");
+    let shape = |forbidden: &[&str], required: &[&str], kind: &str| {
+        let never: serde_json::Map<String, serde_json::Value> = forbidden
+            .iter()
+            .map(|n| (n.to_string(), json!({"not": {}})))
+            .collect();
+        json!({"properties": {"d": {"properties": never, "required": required}, "k": {"const": kind}}})
+    };
+    let schemas = [
+        json!({"not": {"type": "array", "items": {"type": "integer"}, "minItems": 1}}),
+        json!({"not": {"contains": {"type": "string"}, "maxItems": 2}}),
+        json!({"not": {"minLength": 2, "required": ["a"], "minimum": 1}}),
+        json!({"not": {"minProperties": 2, "maxProperties": 2}}),
+        json!({"not": {"if": {"required": ["a"]}, "then": {"required": ["b"]}, "else": {"maxProperties": 0}}}),
+        json!({"not": {"dependentRequired": {"a": ["b"]}}}),
+        json!({"not": {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}}}),
+        json!({"not": {"anyOf": [{"type": "string"}, {"required": ["a"]}, {"$ref": "#/$defs/p"}]},
+               "$defs": {"p": {"type": "array", "maxItems": 1}}}),
+        json!({"not": {"allOf": [{"$ref": "#/$defs/o"}, {"properties": {"b": {"type": "array", "items": {"const": 1}}}}]},
+               "$defs": {"o": {"type": "object", "required": ["a"]}}}),
+        json!({"type": "object", "properties": {"d": {"type": "object"}}, "oneOf": [
+            shape(&["b"], &["a"], "x"), shape(&["a"], &["b"], "y"), shape(&["c"], &["a", "b"], "z")]}),
+    ];
+    let leaves = [json!(1), json!("s"), json!([1]), json!({"a": 1})];
+    let mut instances = vec![
+        json!(0),
+        json!(2.5),
+        json!("a"),
+        json!("abc"),
+        json!(null),
+        json!(true),
+        json!([]),
+        json!([1, 2]),
+        json!(["x"]),
+        json!([1, "x", 3]),
+        json!([[1], {}]),
+        json!({}),
+    ];
+    for mask in 1..(1u32 << 4) {
+        for shift in 0..leaves.len() {
+            let mut o = serde_json::Map::new();
+            for (k, key) in ["a", "b", "d", "k"].iter().enumerate() {
+                if mask & (1 << k) != 0 {
+                    let v = match *key {
+                        "k" => json!(["x", "y", "z", "w"][shift]),
+                        "d" => {
+                            let mut d = serde_json::Map::new();
+                            for (j, n) in ["a", "b", "c"].iter().enumerate() {
+                                if (shift + j) % 3 != 0 || shift == 3 {
+                                    d.insert(n.to_string(), json!(j));
+                                }
+                            }
+                            serde_json::Value::Object(d)
+                        }
+                        _ => leaves[(shift + k) % leaves.len()].clone(),
+                    };
+                    o.insert(key.to_string(), v);
+                }
+            }
+            instances.push(serde_json::Value::Object(o));
+        }
+    }
+    for schema in schemas {
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        let (mut valid, mut invalid) = (0, 0);
+        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
+            let opts = Options {
+                property_order: order,
+                ..Options::default()
+            };
+            let spec = ConstraintSpec::JsonSchema(schema.clone());
+            let g = compile(&spec, &opts)
+                .unwrap_or_else(|e| panic!("{schema} ({order:?}): {e}"))
+                .grammar;
+            let trie = Arc::new(TokenTrie::new(&vocab));
+            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
+            for o in &instances {
+                let text = o.to_string();
+                let accepted = c
+                    .matcher()
+                    .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                    .unwrap_or_else(|e| panic!("{schema} ({order:?}): {text}: {e}"));
+                let expected = validator.is_valid(o);
+                match order {
+                    PropertyOrder::Any => {
+                        assert_eq!(accepted, expected, "{schema}: {text}");
+                        *(if expected { &mut valid } else { &mut invalid }) += 1;
+                    }
+                    _ => assert!(!accepted || expected, "{schema} (schema order): {text}"),
+                }
+            }
+        }
+        assert!(
+            valid > 0 && invalid > 0,
+            "{schema}: {valid} valid, {invalid} invalid"
+        );
+    }
+}
+
 /// Arrays of one, two and three of `values` (the third from every `step`-th value).
 fn arrays_of(values: &[serde_json::Value], step: usize) -> Vec<serde_json::Value> {
     let mut out = Vec::new();

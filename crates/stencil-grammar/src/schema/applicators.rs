@@ -262,7 +262,13 @@ impl Compiler<'_> {
                         .collect();
                     let mut alts = Vec::with_capacity(live_ids.len());
                     for (k, &i) in live_ids.iter().enumerate() {
-                        let others = || seen.iter().enumerate().filter(move |&(o, _)| o != k);
+                        // Branches proven disjoint from this one never match with it.
+                        let (apart, ids) = (&apart, &live_ids);
+                        let others = || {
+                            seen.iter()
+                                .enumerate()
+                                .filter(move |&(o, _)| o != k && !apart[i][ids[o]])
+                        };
                         // The other branches' property names, declared (`true`: no
                         // constraint) so that their negations may name them under schema
                         // order; those members then come in declared order.
@@ -336,8 +342,21 @@ impl Compiler<'_> {
                 // `not: {}` rules out every value: unsatisfiable, not a negation to refuse.
                 return Ok(nothing());
             }
-            if let Some(positive) = negation_of(not, self.may_name(m)) {
-                return self.parts(&with_all_of(base(&["not"]), [positive]), ptr);
+            if let Some(rewrite) = self.negation_rewrite(not, m, ptr)? {
+                let (context, followed) = (base(&["not"]), rewrite.followed);
+                let warnings = self.warnings.len();
+                match self.with_negated(followed, |c| {
+                    c.parts(&with_all_of(context, rewrite.schemas), ptr)
+                }) {
+                    // Pushed down to scalars, a negation can multiply `anyOf` lists past
+                    // what one schema may hold, where the complement of scalars is small.
+                    Err(GrammarError::Unsupported { .. })
+                        if !possible_types(m)[OBJECT] && !possible_types(m)[ARRAY] =>
+                    {
+                        self.warnings.truncate(warnings)
+                    }
+                    out => return out,
+                }
             }
             let positive = self.parts(&Value::Object(base(&["not"])), ptr)?;
             let negative = self.negated_parts(not, &format!("{ptr}/not"))?;
@@ -358,8 +377,13 @@ impl Compiler<'_> {
                 &json!({"allOf": [cond, then]}),
                 &format!("{ptr}/then"),
             )?;
-            let else_only = match negation_of(&cond, self.may_name(&rest)) {
-                Some(not_cond) => self.parts(&with_all_of(rest, [els, not_cond]), ptr)?,
+            let else_only = match self.negation_rewrite(&cond, &rest, ptr)? {
+                Some(rewrite) => {
+                    let schemas = rewrite.schemas.into_iter().chain([els]);
+                    self.with_negated(rewrite.followed, |c| {
+                        c.parts(&with_all_of(rest, schemas), ptr)
+                    })?
+                }
                 None => {
                     let with_else = self.branch_parts(&rest, &els, &format!("{ptr}/else"))?;
                     let cond_parts = self.negated_parts(&cond, &format!("{ptr}/if"))?;
@@ -465,9 +489,8 @@ impl Compiler<'_> {
             let body = self.merged_inner(&acc, separate, ptr)?;
             let body = alt_parts(body);
             if body.is_nothing() {
-                return Err(GrammarError::Unsatisfiable {
-                    pointer: ptr.to_string(),
-                });
+                // No value even before recursing: the calls made on the way lead nowhere.
+                return Ok(nothing());
             }
             self.rules[rule.0 as usize].expr = body;
             return Ok(self.call_parts(rule, &acc, ptr));
@@ -565,14 +588,6 @@ impl Compiler<'_> {
             }
             other => Ok(other),
         }
-    }
-
-    /// Which property names a rewrite beside `m` may name: any in any order; in schema order
-    /// (declared properties first, in their order) only the ones `m` declares.
-    fn may_name<'m>(&self, m: &'m Obj) -> impl Fn(&str) -> bool + 'm {
-        let any_order = self.opts.property_order == crate::PropertyOrder::Any;
-        let declared = m.get("properties").and_then(Value::as_object);
-        move |name| any_order || declared.is_some_and(|d| d.contains_key(name))
     }
 
     pub(super) fn branch_parts(

@@ -29,7 +29,7 @@ use crate::numeric::{integer_range, multiple_of, number_range, Bound, Decimal};
 use crate::regex::pattern_to_string_content;
 use crate::{Compiled, FormatMode, GrammarError, Options};
 use merge::{is_validation, json_equal, merge, normalize, Obj, CONFLICT};
-use negation::{negation_of, with_all_of};
+use negation::with_all_of;
 use presence::{presence_constraints, Presence};
 use refs::Resolver;
 use serde_json::{json, Value};
@@ -174,6 +174,7 @@ pub fn compile_schema(schema: &Value, options: &Options) -> Result<Compiled, Gra
         nodes: 0,
         depth: 0,
         negating: 0,
+        negated_refs: Vec::new(),
     };
     if let Some(uri) = schema.get("$schema") {
         if !known_metaschema(uri) {
@@ -241,6 +242,8 @@ struct Compiler<'a> {
     /// any member order whatever [`Options::property_order`] says, since the complement of the
     /// schema-order language would let through the same members written in another order.
     negating: u32,
+    /// `$ref` targets whose negation is being compiled (see `negated_target`).
+    negated_refs: Vec<String>,
 }
 
 fn alt_parts(p: Parts) -> Expr {
