@@ -479,18 +479,8 @@ fn object_failures(o: &Obj, named: &dyn Fn(&str)) -> Option<Vec<Value>> {
         // Left to the general path, which reports the malformed keyword.
         Some(_) => return None,
     }
-    if let Some(n) = count(o, "minProperties")? {
-        if n > 0 {
-            branches.push(json!({ "maxProperties": n - 1 }));
-        }
-    }
-    if let Some(n) = count(o, "maxProperties")? {
-        branches.push(json!({ "minProperties": n + 1 }));
-    }
-    Some(match branches.is_empty() {
-        true => vec![],
-        false => vec![json!({"type": "object", "anyOf": branches})],
-    })
+    count_failures(o, ["minProperties", "maxProperties"], &mut branches)?;
+    Some(of_type("object", branches))
 }
 
 /// The ways an array fails `o`'s array keywords (`None`: a keyword without a rewrite).
@@ -519,18 +509,30 @@ fn array_failures(o: &Obj) -> Option<Vec<Value>> {
     if let Some(c) = o.get("contains") {
         branches.push(json!({ "items": { "not": c } }));
     }
-    if let Some(n) = count(o, "minItems")? {
+    count_failures(o, ["minItems", "maxItems"], &mut branches)?;
+    Some(of_type("array", branches))
+}
+
+/// Values of type `t` failing some of `branches` (none: no such value).
+fn of_type(t: &str, branches: Vec<Value>) -> Vec<Value> {
+    match branches.is_empty() {
+        true => vec![],
+        false => vec![json!({"type": t, "anyOf": branches})],
+    }
+}
+
+/// Adds the counts failing `o`'s lower and upper count keywords `[min, max]` (fewer than
+/// the minimum, more than the maximum) to `branches`; `None` for a malformed count.
+fn count_failures(o: &Obj, [min, max]: [&str; 2], branches: &mut Vec<Value>) -> Option<()> {
+    if let Some(n) = count(o, min)? {
         if n > 0 {
-            branches.push(json!({ "maxItems": n - 1 }));
+            branches.push(json!({ max: n - 1 }));
         }
     }
-    if let Some(n) = count(o, "maxItems")? {
-        branches.push(json!({ "minItems": n + 1 }));
+    if let Some(n) = count(o, max)? {
+        branches.push(json!({ min: n + 1 }));
     }
-    Some(match branches.is_empty() {
-        true => vec![],
-        false => vec![json!({"type": "array", "anyOf": branches})],
-    })
+    Some(())
 }
 
 /// A count keyword's value: `Some(None)` when absent, `None` when not a whole number (left to
