@@ -88,15 +88,35 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Rewrites draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` and OpenAPI `nullable` into
-/// their 2020-12 forms (borrowing when there is nothing to rewrite).
+/// their 2020-12 forms, and drops the parts of `if`/`then`/`else` that mean nothing without
+/// the others in the same object (`then`/`else` without `if`, `if` alone unless
+/// `unevaluated*` sees what it evaluates), which a merge would otherwise pair with another
+/// object's (borrowing when there is nothing to rewrite).
 pub fn normalize(m: &Obj) -> std::borrow::Cow<'_, Obj> {
+    let has_if = m.contains_key("if");
+    // A lone `if` still evaluates members and items for `unevaluated*` beside it.
+    let lone_if = has_if
+        && !m.contains_key("then")
+        && !m.contains_key("else")
+        && !m.keys().any(|k| k.starts_with("unevaluated"));
+    let lone_branch = !has_if && (m.contains_key("then") || m.contains_key("else"));
     let needs = m.contains_key("nullable")
         || m.get("exclusiveMinimum").is_some_and(Value::is_boolean)
-        || m.get("exclusiveMaximum").is_some_and(Value::is_boolean);
+        || m.get("exclusiveMaximum").is_some_and(Value::is_boolean)
+        || lone_if
+        || lone_branch;
     if !needs {
         return std::borrow::Cow::Borrowed(m);
     }
     let mut m = m.clone();
+    let unpaired: &[&str] = match (lone_if, lone_branch) {
+        (true, _) => &["if"],
+        (_, true) => &["then", "else"],
+        _ => &[],
+    };
+    for k in unpaired {
+        m.remove(*k);
+    }
     for (ex, bound) in [
         ("exclusiveMinimum", "minimum"),
         ("exclusiveMaximum", "maximum"),
