@@ -6,7 +6,14 @@ use super::*;
 impl Compiler<'_> {
     pub(super) fn object_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
         let normalized = normalize(m);
-        let m: &Obj = &normalized;
+        let without_conditionals;
+        let m: &Obj = match self.draft.conditionals {
+            true => &normalized,
+            false => {
+                without_conditionals = without_conditionals_of(&normalized);
+                &without_conditionals
+            }
+        };
         for key in ["$dynamicRef", "$recursiveRef"] {
             if m.contains_key(key) {
                 self.refuse(key, ptr, "dynamic references are not supported")?;
@@ -678,4 +685,18 @@ fn named_properties(s: &Value) -> impl Iterator<Item = &str> {
         .into_iter()
         .flat_map(|d| d.keys().map(String::as_str))
         .chain(required.into_iter().flatten().filter_map(Value::as_str))
+}
+
+/// `m` without `if`/`then`/`else`, which drafts before 7 do not define (unknown keywords
+/// there, so annotations).
+pub(super) fn without_conditionals_of(m: &Obj) -> std::borrow::Cow<'_, Obj> {
+    const CONDITIONALS: [&str; 3] = ["if", "then", "else"];
+    if !CONDITIONALS.iter().any(|k| m.contains_key(*k)) {
+        return std::borrow::Cow::Borrowed(m);
+    }
+    let mut m = m.clone();
+    for k in CONDITIONALS {
+        m.remove(k);
+    }
+    std::borrow::Cow::Owned(m)
 }

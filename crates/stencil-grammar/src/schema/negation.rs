@@ -69,7 +69,12 @@ impl Compiler<'_> {
         let resolve = |b: &Value| self.follow_negated(b, ptr, &followed);
         let named = std::cell::RefCell::new(Vec::new());
         let record = |n: &str| named.borrow_mut().push(n.to_string());
-        let Some(positive) = negation_of(&target, record, resolve) else {
+        let names = Names {
+            named: &record,
+            resolve: &resolve,
+            conditionals: self.draft.conditionals,
+        };
+        let Some(positive) = negation_of(&target, &names) else {
             return Ok(None);
         };
         let Some(declared) = self.declare_named(context, named.into_inner()) else {
@@ -180,31 +185,25 @@ pub(super) struct NegationRewrite {
 
 /// A schema without a top-level complement of objects or arrays equal to `not: s`, or `None`
 /// if no exact rewrite is known (or a complement is as small: scalars, presence rules).
-/// Nested negations are left as `not` for the compiler to rewrite in turn. Every property
-/// name the rewrite mentions is passed to `named` (the caller declares them in schema order);
-/// `resolve` follows a `$ref` branch. A top-level `$ref` must have been resolved by the caller
-/// (with siblings, it is a conjunct the rewrite splits off).
-fn negation_of(
-    s: &Value,
-    named: impl Fn(&str),
-    resolve: impl Fn(&Value) -> Option<Value>,
-) -> Option<Value> {
+/// Nested negations are left as `not` for the compiler to rewrite in turn (see [`Names`]:
+/// the caller declares the names it mentions in schema order). A top-level `$ref` must have
+/// been resolved by the caller (with siblings, it is a conjunct the rewrite splits off).
+fn negation_of(s: &Value, names: &Names<'_>) -> Option<Value> {
     if scalars_only(s) || required_only_branches(s) {
         // The complement is small and built per type (a rewrite would give back a schema of
         // the same form, with its own `not`).
         return None;
     }
-    let names = Names {
-        named: &named,
-        resolve: &resolve,
-    };
-    negate(s, &names, true)
+    negate(s, names, true)
 }
 
-/// What a rewrite may name, and how it follows a branch's bare `$ref` (`None`: not followed).
+/// What a rewrite tells its caller and asks of it: the property names it mentions
+/// (`named`), a branch's bare `$ref` followed (`resolve`, `None`: not followed), and whether
+/// the draft defines `if`/`then`/`else`.
 struct Names<'f> {
     named: &'f dyn Fn(&str),
     resolve: &'f dyn Fn(&Value) -> Option<Value>,
+    conditionals: bool,
 }
 
 /// True if `s` is an `anyOf` of `required` lists (or of such `anyOf`s): its negation is a
@@ -259,7 +258,14 @@ fn negate(s: &Value, names: &Names<'_>, top: bool) -> Option<Value> {
         Value::Object(o) => normalize(o),
         _ => return None,
     };
-    let o: &Obj = &o;
+    let without_conditionals;
+    let o: &Obj = match names.conditionals {
+        true => &o,
+        false => {
+            without_conditionals = super::applicators::without_conditionals_of(&o);
+            &without_conditionals
+        }
+    };
     if o.keys().any(|k| k.starts_with("unevaluated")) {
         // Depends on what the applicators beside it evaluate: no keyword-wise split.
         return None;

@@ -163,6 +163,8 @@ pub(crate) struct Draft {
     pub draft4: bool,
     /// Before 2019-09: `$ref` replaces its sibling keywords, `$id` included.
     pub ref_hides_siblings: bool,
+    /// Draft 7 and later: `if`/`then`/`else` validate (before, they are unknown keywords).
+    pub conditionals: bool,
 }
 
 impl Draft {
@@ -175,6 +177,7 @@ impl Draft {
         Self {
             draft4: declared(&["draft-04", "draft-03"]),
             ref_hides_siblings: declared(&["draft-03", "draft-04", "draft-06", "draft-07"]),
+            conditionals: !declared(&["draft-03", "draft-04", "draft-06"]),
         }
     }
 }
