@@ -946,35 +946,53 @@ fn object_negations_match_the_validator() {
         }
     }
     for (i, schema) in schemas.into_iter().enumerate() {
-        let validator = jsonschema::validator_for(&schema).expect("valid schema");
         let orders = match i {
             3 => &[PropertyOrder::Any][..],
             _ => &[PropertyOrder::Any, PropertyOrder::Schema],
         };
-        for &order in orders {
-            let opts = Options {
-                property_order: order,
-                ..Options::default()
-            };
-            let spec = ConstraintSpec::JsonSchema(schema.clone());
-            let g = compile(&spec, &opts).expect("compiles").grammar;
-            let trie = Arc::new(TokenTrie::new(&vocab));
-            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
-            for o in &instances {
-                let text = o.to_string();
-                let accepted = c
-                    .matcher()
-                    .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                    .unwrap_or_else(|e| panic!("{schema} ({order:?}): {text}: {e}"));
-                match order {
-                    PropertyOrder::Any => {
-                        assert_eq!(accepted, validator.is_valid(o), "{schema}: {text}")
-                    }
-                    _ => assert!(!accepted || validator.is_valid(o), "{schema}: {text}"),
+        check_against_validator(&vocab, &schema, &instances, orders);
+    }
+}
+
+/// Runs every instance through `schema` compiled in each of `orders`: in any member order the
+/// verdict must be the `jsonschema` crate's, in schema order never an acceptance it rejects.
+/// Returns how many instances the crate finds valid and invalid.
+fn check_against_validator(
+    vocab: &Vocab,
+    schema: &serde_json::Value,
+    instances: &[serde_json::Value],
+    orders: &[PropertyOrder],
+) -> (usize, usize) {
+    let validator = jsonschema::validator_for(schema).expect("valid schema");
+    let (mut valid, mut invalid) = (0, 0);
+    for &order in orders {
+        let opts = Options {
+            property_order: order,
+            ..Options::default()
+        };
+        let spec = ConstraintSpec::JsonSchema(schema.clone());
+        let g = compile(&spec, &opts)
+            .unwrap_or_else(|e| panic!("{schema} ({order:?}): {e}"))
+            .grammar;
+        let trie = Arc::new(TokenTrie::new(vocab));
+        let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
+        for o in instances {
+            let text = o.to_string();
+            let accepted = c
+                .matcher()
+                .and_then(|mut m| m.accepts_after(text.as_bytes()))
+                .unwrap_or_else(|e| panic!("{schema} ({order:?}): {text}: {e}"));
+            let expected = validator.is_valid(o);
+            match order {
+                PropertyOrder::Any => {
+                    assert_eq!(accepted, expected, "{schema}: {text}");
+                    *(if expected { &mut valid } else { &mut invalid }) += 1;
                 }
+                _ => assert!(!accepted || expected, "{schema} (schema order): {text}"),
             }
         }
     }
+    (valid, invalid)
 }
 
 /// Negations pushed down to where no complement of objects or arrays is needed (arrays by
@@ -1048,35 +1066,8 @@ fn negations_pushed_down_match_the_validator() {
         }
     }
     for schema in schemas {
-        let validator = jsonschema::validator_for(&schema).expect("valid schema");
-        let (mut valid, mut invalid) = (0, 0);
-        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
-            let opts = Options {
-                property_order: order,
-                ..Options::default()
-            };
-            let spec = ConstraintSpec::JsonSchema(schema.clone());
-            let g = compile(&spec, &opts)
-                .unwrap_or_else(|e| panic!("{schema} ({order:?}): {e}"))
-                .grammar;
-            let trie = Arc::new(TokenTrie::new(&vocab));
-            let c = Constraint::new(&g, trie, Limits::default()).expect("constraint");
-            for o in &instances {
-                let text = o.to_string();
-                let accepted = c
-                    .matcher()
-                    .and_then(|mut m| m.accepts_after(text.as_bytes()))
-                    .unwrap_or_else(|e| panic!("{schema} ({order:?}): {text}: {e}"));
-                let expected = validator.is_valid(o);
-                match order {
-                    PropertyOrder::Any => {
-                        assert_eq!(accepted, expected, "{schema}: {text}");
-                        *(if expected { &mut valid } else { &mut invalid }) += 1;
-                    }
-                    _ => assert!(!accepted || expected, "{schema} (schema order): {text}"),
-                }
-            }
-        }
+        let orders = [PropertyOrder::Any, PropertyOrder::Schema];
+        let (valid, invalid) = check_against_validator(&vocab, &schema, &instances, &orders);
         assert!(
             valid > 0 && invalid > 0,
             "{schema}: {valid} valid, {invalid} invalid"
