@@ -5,15 +5,8 @@ use super::*;
 
 impl Compiler<'_> {
     pub(super) fn object_parts(&mut self, m: &Obj, ptr: &str) -> Result<Parts, GrammarError> {
-        let normalized = normalize(m);
-        let without_conditionals;
-        let m: &Obj = match self.draft.conditionals {
-            true => &normalized,
-            false => {
-                without_conditionals = without_conditionals_of(&normalized);
-                &without_conditionals
-            }
-        };
+        let normalized = normalize(m, self.draft.conditionals);
+        let m: &Obj = &normalized;
         for key in ["$dynamicRef", "$recursiveRef"] {
             if m.contains_key(key) {
                 self.refuse(key, ptr, "dynamic references are not supported")?;
@@ -350,6 +343,7 @@ impl Compiler<'_> {
                 return Ok(nothing());
             }
             if let Some(rewrite) = self.negation_rewrite(not, m, ptr)? {
+                let types = possible_types(m);
                 let (context, followed) = (base(&["not"]), rewrite.followed);
                 let warnings = self.warnings.len();
                 match self.with_negated(followed, |c| {
@@ -357,9 +351,7 @@ impl Compiler<'_> {
                 }) {
                     // Pushed down to scalars, a negation can multiply `anyOf` lists past
                     // what one schema may hold, where the complement of scalars is small.
-                    Err(GrammarError::Unsupported { .. })
-                        if !possible_types(m)[OBJECT] && !possible_types(m)[ARRAY] =>
-                    {
+                    Err(GrammarError::Unsupported { .. }) if !types[OBJECT] && !types[ARRAY] => {
                         self.warnings.truncate(warnings)
                     }
                     out => return out,
@@ -685,18 +677,4 @@ fn named_properties(s: &Value) -> impl Iterator<Item = &str> {
         .into_iter()
         .flat_map(|d| d.keys().map(String::as_str))
         .chain(required.into_iter().flatten().filter_map(Value::as_str))
-}
-
-/// `m` without `if`/`then`/`else`, which drafts before 7 do not define (unknown keywords
-/// there, so annotations).
-pub(super) fn without_conditionals_of(m: &Obj) -> std::borrow::Cow<'_, Obj> {
-    const CONDITIONALS: [&str; 3] = ["if", "then", "else"];
-    if !CONDITIONALS.iter().any(|k| m.contains_key(*k)) {
-        return std::borrow::Cow::Borrowed(m);
-    }
-    let mut m = m.clone();
-    for k in CONDITIONALS {
-        m.remove(k);
-    }
-    std::borrow::Cow::Owned(m)
 }

@@ -88,32 +88,31 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Rewrites draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` and OpenAPI `nullable` into
-/// their 2020-12 forms, and drops the parts of `if`/`then`/`else` that mean nothing without
-/// the others in the same object (`then`/`else` without `if`, `if` alone unless
-/// `unevaluated*` sees what it evaluates), which a merge would otherwise pair with another
-/// object's (borrowing when there is nothing to rewrite).
-pub fn normalize(m: &Obj) -> std::borrow::Cow<'_, Obj> {
+/// their 2020-12 forms, and drops the parts of `if`/`then`/`else` that mean nothing: all of
+/// them where the draft has no `conditionals` (before draft 7 they are unknown keywords, so
+/// annotations), else those without the others in the same object (`then`/`else` without
+/// `if`, `if` alone unless `unevaluated*` sees what it evaluates), which a merge would
+/// otherwise pair with another object's (borrowing when there is nothing to rewrite).
+pub fn normalize(m: &Obj, conditionals: bool) -> std::borrow::Cow<'_, Obj> {
     let has_if = m.contains_key("if");
+    let has_branch = m.contains_key("then") || m.contains_key("else");
     // A lone `if` still evaluates members and items for `unevaluated*` beside it.
-    let lone_if = has_if
-        && !m.contains_key("then")
-        && !m.contains_key("else")
-        && !m.keys().any(|k| k.starts_with("unevaluated"));
-    let lone_branch = !has_if && (m.contains_key("then") || m.contains_key("else"));
+    let lone_if = has_if && !has_branch && !m.keys().any(|k| k.starts_with("unevaluated"));
+    let unpaired: &[&str] = match (has_if || has_branch, conditionals) {
+        (false, _) => &[],
+        (true, false) => &["if", "then", "else"],
+        (true, true) if lone_if => &["if"],
+        (true, true) if !has_if => &["then", "else"],
+        (true, true) => &[],
+    };
     let needs = m.contains_key("nullable")
         || m.get("exclusiveMinimum").is_some_and(Value::is_boolean)
         || m.get("exclusiveMaximum").is_some_and(Value::is_boolean)
-        || lone_if
-        || lone_branch;
+        || !unpaired.is_empty();
     if !needs {
         return std::borrow::Cow::Borrowed(m);
     }
     let mut m = m.clone();
-    let unpaired: &[&str] = match (lone_if, lone_branch) {
-        (true, _) => &["if"],
-        (_, true) => &["then", "else"],
-        _ => &[],
-    };
     for k in unpaired {
         m.remove(*k);
     }
@@ -217,8 +216,10 @@ const MAX_ANYOF_PRODUCT: usize = 64;
 /// Merges schema objects `a` and `b` (both already free of `$ref` and `allOf`... or not: those
 /// are carried along and expanded later). Returns `false` when the two provably contradict.
 pub fn merge(a: &Obj, b: &Obj, ptr: &str) -> Result<Value, GrammarError> {
-    let a = normalize(a).into_owned();
-    let b = normalize(b).into_owned();
+    // Conditionals kept: a draft without them has them dropped where the merged schema is
+    // compiled (`Compiler::object_parts`).
+    let a = normalize(a, true).into_owned();
+    let b = normalize(b, true).into_owned();
     for key in ["unevaluatedProperties", "unevaluatedItems"] {
         if a.contains_key(key) || b.contains_key(key) {
             return Err(GrammarError::unsupported(

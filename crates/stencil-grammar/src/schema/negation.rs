@@ -255,17 +255,10 @@ fn negate(s: &Value, names: &Names<'_>, top: bool) -> Option<Value> {
     }
     let o = match s {
         Value::Bool(b) => return Some(Value::Bool(!b)),
-        Value::Object(o) => normalize(o),
+        Value::Object(o) => normalize(o, names.conditionals),
         _ => return None,
     };
-    let without_conditionals;
-    let o: &Obj = match names.conditionals {
-        true => &o,
-        false => {
-            without_conditionals = super::applicators::without_conditionals_of(&o);
-            &without_conditionals
-        }
-    };
+    let o: &Obj = &o;
     if o.keys().any(|k| k.starts_with("unevaluated")) {
         // Depends on what the applicators beside it evaluate: no keyword-wise split.
         return None;
