@@ -3,13 +3,17 @@
 //!
 //! Done with candle ops, attention costs about a dozen small ops per sequence and layer, which
 //! for a batch of decoding sequences costs more than the weight matmuls. Here one call covers
-//! every row: the work is split into (row, head) units over candle's thread pool, and each
-//! unit reads only its own sequence's cache, so a sequence's result does not depend on what
-//! else is in the batch.
+//! every row, in one pool call of two phases (`models/pool.rs`): row by row, RoPE and the new
+//! keys and values into each sequence's cache; then (row, head) units of attention, each
+//! reading only its own sequence's cache, so a sequence's result does not depend on what else
+//! is in the batch.
 
 use std::cell::RefCell;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use super::pool::{Disjoint, Phase};
 
 /// One layer's keys and values of one sequence, `[position][n_kv_head * head_dim]`, in f16
 /// (as llama.cpp's default cache): at long contexts decoding is bound by reading the cache.
@@ -83,14 +87,8 @@ impl Attention {
                 row_seq[s.first + r] = i;
             }
         }
-        for (r, &p) in row_pos.iter().enumerate() {
-            for h in q[r * qw..(r + 1) * qw].chunks_exact_mut(hd) {
-                self.rotate(h, p);
-            }
-            for h in k[r * kw..(r + 1) * kw].chunks_exact_mut(hd) {
-                self.rotate(h, p);
-            }
-        }
+        // Room in each cache for its new rows (filled in the first phase below).
+        let mut caches = Vec::with_capacity(seqs.len());
         for s in seqs.iter_mut() {
             let c = &mut *s.cache;
             c.k.truncate(s.pos * kw);
@@ -99,39 +97,72 @@ impl Attention {
                 c.k.reserve_exact(s.reserve * kw);
                 c.v.reserve_exact(s.reserve * kw);
             }
-            let rows = s.first * kw..(s.first + s.rows) * kw;
-            c.k.extend(k[rows.clone()].iter().map(|&x| f16::from_f32(x)));
-            c.v.extend(v[rows].iter().map(|&x| f16::from_f32(x)));
+            let len = (s.pos + s.rows) * kw;
+            c.k.resize(len, f16::ZERO);
+            c.v.resize(len, f16::ZERO);
+            caches.push((Disjoint::new(&mut c.k), Disjoint::new(&mut c.v), len));
         }
+        let (q_rows, k_rows) = (Disjoint::new(q), Disjoint::new(k));
+        // First phase, row by row: RoPE on the row's query and key heads, and its key and value
+        // into its sequence's cache (as f16).
+        let append = |rows: std::ops::Range<usize>| {
+            for r in rows {
+                let p = row_pos[r];
+                // SAFETY (parts): row `r`'s query, key and cache position are this row's alone.
+                let qr = unsafe { q_rows.part(r * qw..(r + 1) * qw) };
+                for h in qr.chunks_exact_mut(hd) {
+                    self.rotate(h, p);
+                }
+                let kr = unsafe { k_rows.part(r * kw..(r + 1) * kw) };
+                for h in kr.chunks_exact_mut(hd) {
+                    self.rotate(h, p);
+                }
+                let (ck, cv, _) = &caches[row_seq[r]];
+                unsafe { ck.part(p * kw..(p + 1) * kw) }.convert_from_f32_slice(kr);
+                unsafe { cv.part(p * kw..(p + 1) * kw) }
+                    .convert_from_f32_slice(&v[r * kw..(r + 1) * kw]);
+            }
+        };
         let mut out = vec![0f32; total * qw];
-        let out_ptr = OutPtr(out.as_mut_ptr());
-        let caches: Vec<&HostKv> = seqs.iter().map(|s| &*s.cache).collect();
+        let out_rows = Disjoint::new(&mut out);
         let group = nh / nkv;
         let scale = 1.0 / (hd as f32).sqrt();
+        // Second phase, (row, head) by (row, head): attention over the sequence's cache.
         let unit = |u: usize| {
-            let out_ptr = &out_ptr;
             let (r, h) = (u / nh, u % nh);
             let g = h / group;
-            let cache = caches[row_seq[r]];
-            let len = row_pos[r] + 1;
-            let qh = &q[r * qw + h * hd..r * qw + (h + 1) * hd];
-            // SAFETY: unit (r, h) alone writes these `hd` elements of `out`.
-            let y = unsafe { std::slice::from_raw_parts_mut(out_ptr.0.add(r * qw + h * hd), hd) };
+            let (ck, cv, len) = &caches[row_seq[r]];
+            // SAFETY (parts): after the first phase the caches and queries are only read,
+            // and unit (r, h) alone writes its `hd` elements of `out`.
+            let (keys, values) = unsafe { (ck.read(0..*len), cv.read(0..*len)) };
+            let qh = unsafe { q_rows.read(r * qw + h * hd..r * qw + (h + 1) * hd) };
+            let y = unsafe { out_rows.part(r * qw + h * hd..r * qw + (h + 1) * hd) };
             SCORES.with(|s| {
                 let head = Head {
                     q: qh,
-                    keys: &cache.k,
-                    values: &cache.v,
+                    keys,
+                    values,
                     stride: kw,
                     offset: g * hd,
-                    len,
+                    len: row_pos[r] + 1,
                     scale,
                 };
                 head.attend(&mut s.borrow_mut(), y);
             });
         };
-        let units = total * nh;
-        candle_core::utils::barrier_pool().execute_chunked(units, |range| range.for_each(unit));
+        let units = |range: std::ops::Range<usize>| range.for_each(unit);
+        super::pool::in_phases(
+            Phase {
+                items: total,
+                chunk: Phase::chunk_for(total),
+                run: &append,
+            },
+            Phase {
+                items: total * nh,
+                chunk: Phase::chunk_for(total * nh),
+                run: &units,
+            },
+        );
         out
     }
 
@@ -154,10 +185,6 @@ impl Attention {
         }
     }
 }
-
-struct OutPtr(*mut f32);
-// SAFETY: units write disjoint slices of the output.
-unsafe impl Sync for OutPtr {}
 
 /// One (row, head) unit: a query against `len` cached positions of one KV head.
 struct Head<'a> {

@@ -7,6 +7,8 @@
 
 pub mod attention;
 pub mod llama_safetensors;
+mod norm;
+mod pool;
 pub mod q4;
 pub mod q8_0;
 mod quant;
@@ -35,11 +37,13 @@ unsafe impl Sync for ColumnsOut {}
 /// Runs `job(columns, out)` over the `n` output columns of an `m x n` product over `k`
 /// inputs, on candle's thread pool unless the product is small; each job's columns start at a
 /// multiple of `width` (a kernel's column group). `out` must hold `m * n` values (it may start
-/// uninitialized), and a job may write only the elements of its own columns.
+/// uninitialized), and a job may write only the elements of its own columns. `before` (the
+/// activations' quantization) runs first, in the same pool call ([`pool::in_phases`]).
 pub(crate) fn column_jobs(
     (m, n, k): (usize, usize, usize),
     width: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
+    before: pool::Phase<'_>,
     job: impl Fn(std::ops::Range<usize>, *mut f32) + Sync,
 ) {
     assert_eq!(out.len(), m * n, "out is not {m} x {n}");
@@ -50,9 +54,15 @@ pub(crate) fn column_jobs(
     };
     let groups = n.div_ceil(width);
     if m * n * k < 1 << 16 {
+        (before.run)(0..before.items);
         run(0..groups);
     } else {
-        candle_core::utils::barrier_pool().execute_chunked(groups, run);
+        let columns = pool::Phase {
+            items: groups,
+            chunk: pool::Phase::chunk_for(groups),
+            run: &run,
+        };
+        pool::in_phases(before, columns);
     }
 }
 
@@ -65,28 +75,44 @@ pub(crate) fn weight_matmul_fwd(
     layout: &candle_core::Layout,
     matmul: impl FnOnce(&[f32], usize) -> Vec<f32>,
 ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-    let candle_core::CpuStorage::F32(data) = storage else {
-        candle_core::bail!("{what} matmul takes f32 activations");
-    };
-    let dims = layout.shape().dims();
-    let Some((&cols, outer)) = dims.split_last() else {
-        candle_core::bail!("{what} matmul of a scalar");
-    };
+    let (lhs, outer, cols) = row_input(&format!("{what} matmul"), storage, layout)?;
     if cols != k {
         candle_core::bail!("{what} matmul: activations have {cols} columns, weights {k}");
     }
-    let lhs = match layout.contiguous_offsets() {
-        Some((from, to)) => &data[from..to],
-        None => candle_core::bail!("{what} matmul needs contiguous activations"),
+    Ok(row_output(matmul(lhs, outer.iter().product()), outer, n))
+}
+
+/// The input of a CPU op over rows (the last dimension): contiguous f32 values, the outer
+/// dimensions and the row width; an error naming `what` otherwise.
+pub(crate) fn row_input<'a>(
+    what: &str,
+    storage: &'a candle_core::CpuStorage,
+    layout: &'a candle_core::Layout,
+) -> candle_core::Result<(&'a [f32], &'a [usize], usize)> {
+    let candle_core::CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{what} takes f32");
     };
-    let m: usize = outer.iter().product();
-    let out = matmul(lhs, m);
+    let Some((&width, outer)) = layout.dims().split_last() else {
+        candle_core::bail!("{what} of a scalar");
+    };
+    let Some((from, to)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what} needs a contiguous input");
+    };
+    Ok((&data[from..to], outer, width))
+}
+
+/// The output of a CPU op over rows: `values` shaped `[outer.., width]`.
+pub(crate) fn row_output(
+    values: Vec<f32>,
+    outer: &[usize],
+    width: usize,
+) -> (candle_core::CpuStorage, candle_core::Shape) {
     let mut shape = outer.to_vec();
-    shape.push(n);
-    Ok((
-        candle_core::CpuStorage::F32(out),
+    shape.push(width);
+    (
+        candle_core::CpuStorage::F32(values),
         candle_core::Shape::from(shape),
-    ))
+    )
 }
 
 /// Deterministic pseudo-random values in `[-scale, scale)` for the kernels' tests.

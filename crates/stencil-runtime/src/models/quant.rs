@@ -190,8 +190,17 @@ impl<F: Format> Groups<F> {
             Kernel::available().contains(&kernel),
             "{kernel:?} does not run here"
         );
-        let act = Activations::quantize(lhs, m, k);
-        super::column_jobs((m, n, k), GROUP, out, |cols, out| {
+        let mut act = Activations::unfilled(m, k);
+        let writer = act.writer();
+        // SAFETY: chunks of rows are disjoint, and `act` is read only after the phase.
+        let quantize = |rows: std::ops::Range<usize>| unsafe { writer.fill(lhs, rows) };
+        let before = super::pool::Phase {
+            items: m,
+            chunk: super::pool::Phase::chunk_for(m),
+            run: &quantize,
+        };
+        let act = &act;
+        super::column_jobs((m, n, k), GROUP, out, before, |cols, out| {
             for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
                 let blocks = self.blocks(g);
                 // A job writes its own columns of the `m x n` output only.
@@ -204,9 +213,9 @@ impl<F: Format> Groups<F> {
                 match kernel {
                     // SAFETY (both): the CPU has the kernel's features; `act` has `m` rows.
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, &act, m, &mut out) },
+                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, act, m, &mut out) },
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx2 => unsafe { F::avx2(blocks, &act, m, &mut out) },
+                    Kernel::Avx2 => unsafe { F::avx2(blocks, act, m, &mut out) },
                     _ => {
                         for r in 0..m {
                             let row = act.row(r);
@@ -350,25 +359,86 @@ impl Activations {
         }
     }
 
+    /// Quantizes the `m x k` rows of `lhs` on the calling thread.
+    #[cfg(test)]
     pub(crate) fn quantize(lhs: &[f32], m: usize, k: usize) -> Self {
         let mut act = Self::zeroed(m, k);
-        #[cfg(target_arch = "x86_64")]
-        if super::simd() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time).
-            unsafe { act.fill_avx2(lhs) };
-            return act;
-        }
-        act.fill(lhs);
+        act.blocks().fill(lhs);
         act
     }
 
-    /// [`Activations::fill`] eight values at a time, with the same operations: the maximum
-    /// is exact in any order, the scale is computed as there, `cvtps` rounds half to even
-    /// (the default rounding mode) and `packs` saturates as `as i8` does.
+    /// Room for `m x k` quantized rows, to be filled by [`RowsWriter::fill`].
+    pub(crate) fn unfilled(m: usize, k: usize) -> Self {
+        Self::zeroed(m, k)
+    }
+
+    #[cfg(test)]
+    fn quantize_portable(lhs: &[f32], m: usize, k: usize) -> Self {
+        let mut act = Self::zeroed(m, k);
+        act.blocks().fill_portable(lhs);
+        act
+    }
+
+    #[cfg(test)]
+    fn blocks(&mut self) -> BlocksMut<'_> {
+        BlocksMut {
+            scales: &mut self.scales,
+            sums: &mut self.sums,
+            totals: &mut self.totals,
+            quants: &mut self.quants,
+        }
+    }
+
+    /// Writes rows from several threads at once, each its own ([`RowsWriter::fill`]).
+    pub(crate) fn writer(&mut self) -> RowsWriter {
+        RowsWriter {
+            k: self.k,
+            scales: self.scales.as_mut_ptr(),
+            sums: self.sums.as_mut_ptr(),
+            totals: self.totals.as_mut_ptr(),
+            quants: self.quants.as_mut_ptr(),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn row(&self, r: usize) -> Row<'_> {
+        let kb = self.k / QK;
+        Row {
+            scales: &self.scales[r * kb..(r + 1) * kb],
+            sums: &self.sums[r * kb..(r + 1) * kb],
+            totals: &self.totals[r * kb..(r + 1) * kb],
+            quants: &self.quants[r * self.k..(r + 1) * self.k],
+        }
+    }
+}
+
+/// Some whole rows' blocks of [`Activations`].
+struct BlocksMut<'a> {
+    scales: &'a mut [f32],
+    sums: &'a mut [f32],
+    totals: &'a mut [i32],
+    quants: &'a mut [i8],
+}
+
+impl BlocksMut<'_> {
+    /// Quantizes `lhs` (the rows' values) into these blocks, with SIMD where the CPU has it.
+    fn fill(self, lhs: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if super::simd() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time).
+            return unsafe { self.fill_avx2(lhs) };
+        }
+        self.fill_portable(lhs)
+    }
+
+    /// [`BlocksMut::fill_portable`] eight values at a time, with the same operations: the
+    /// maximum is exact in any order, the scale is computed as there, `cvtps` rounds half to
+    /// even (the default rounding mode) and `packs` saturates as `as i8` does.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn fill_avx2(&mut self, lhs: &[f32]) {
+    unsafe fn fill_avx2(self, lhs: &[f32]) {
         use std::arch::x86_64::*;
+        assert_eq!(lhs.len(), self.quants.len());
         let magnitude = _mm256_set1_ps(-0.0);
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         for (b, xs) in lhs.chunks_exact(QK).enumerate() {
@@ -392,7 +462,7 @@ impl Activations {
                 ),
                 order,
             );
-            // SAFETY: the block's 32 quants.
+            // SAFETY: the block's 32 quants (the lengths match, asserted above).
             unsafe {
                 _mm256_storeu_si256(self.quants.as_mut_ptr().add(b * QK) as *mut __m256i, bytes)
             };
@@ -406,14 +476,8 @@ impl Activations {
         }
     }
 
-    #[cfg(test)]
-    fn quantize_portable(lhs: &[f32], m: usize, k: usize) -> Self {
-        let mut act = Self::zeroed(m, k);
-        act.fill(lhs);
-        act
-    }
-
-    fn fill(&mut self, lhs: &[f32]) {
+    fn fill_portable(self, lhs: &[f32]) {
+        assert_eq!(lhs.len(), self.quants.len());
         let blocks = lhs
             .chunks_exact(QK)
             .zip(self.quants.chunks_exact_mut(QK))
@@ -432,16 +496,43 @@ impl Activations {
             *block_total = total;
         }
     }
+}
 
-    #[inline(always)]
-    pub(crate) fn row(&self, r: usize) -> Row<'_> {
-        let kb = self.k / QK;
-        Row {
-            scales: &self.scales[r * kb..(r + 1) * kb],
-            sums: &self.sums[r * kb..(r + 1) * kb],
-            totals: &self.totals[r * kb..(r + 1) * kb],
-            quants: &self.quants[r * self.k..(r + 1) * self.k],
-        }
+/// [`Activations`] seen as raw rows, so that threads can quantize disjoint rows at once.
+pub(crate) struct RowsWriter {
+    k: usize,
+    scales: *mut f32,
+    sums: *mut f32,
+    totals: *mut i32,
+    quants: *mut i8,
+}
+
+// SAFETY: threads write disjoint rows only (the contract of `fill`).
+unsafe impl Sync for RowsWriter {}
+
+impl RowsWriter {
+    /// Quantizes rows `rows` of `lhs` (all `m x k` input rows) into their place.
+    ///
+    /// # Safety
+    /// The [`Activations`] this came from is alive, unmoved and not otherwise accessed until
+    /// the writes are done; `rows` are within its `m` rows and no other thread writes them
+    /// meanwhile.
+    pub(crate) unsafe fn fill(&self, lhs: &[f32], rows: std::ops::Range<usize>) {
+        let (k, kb) = (self.k, self.k / QK);
+        let (blocks, first) = (rows.len() * kb, rows.start * kb);
+        // SAFETY: the caller's: these rows are within the buffers and written by us alone.
+        let view = unsafe {
+            BlocksMut {
+                scales: std::slice::from_raw_parts_mut(self.scales.add(first), blocks),
+                sums: std::slice::from_raw_parts_mut(self.sums.add(first), blocks),
+                totals: std::slice::from_raw_parts_mut(self.totals.add(first), blocks),
+                quants: std::slice::from_raw_parts_mut(
+                    self.quants.add(rows.start * k),
+                    rows.len() * k,
+                ),
+            }
+        };
+        view.fill(&lhs[rows.start * k..rows.end * k]);
     }
 }
 

@@ -198,11 +198,24 @@ fn add_bias(y: Tensor, bias: &Option<Tensor>) -> candle_core::Result<Tensor> {
 struct RmsNorm {
     weight: Tensor,
     eps: f32,
+    /// The CPU's several-rows-at-once version (same bits as candle's).
+    host: Option<super::norm::RmsNorm>,
 }
 
 impl RmsNorm {
+    fn new(weight: Tensor, eps: f32) -> candle_core::Result<Self> {
+        let host = (weight.device().is_cpu() && weight.dtype() == DType::F32 && weight.rank() == 1)
+            .then(|| weight.to_vec1::<f32>())
+            .transpose()?
+            .map(|alpha| super::norm::RmsNorm::new(alpha, eps));
+        Ok(Self { weight, eps, host })
+    }
+
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        candle_nn::ops::rms_norm(x, &self.weight, self.eps)
+        match &self.host {
+            Some(norm) if x.dtype() == DType::F32 && x.is_contiguous() => norm.forward(x),
+            _ => candle_nn::ops::rms_norm(x, &self.weight, self.eps),
+        }
     }
 }
 
@@ -299,10 +312,7 @@ impl Loader<'_> {
     }
 
     fn norm(&mut self, name: &str, eps: f64) -> Result<RmsNorm> {
-        Ok(RmsNorm {
-            weight: self.dense(name)?,
-            eps: eps as f32,
-        })
+        RmsNorm::new(self.dense(name)?, eps as f32).ctx(format!("norm `{name}`"))
     }
 }
 

@@ -88,25 +88,23 @@ impl CustomOp1 for SwiGlu {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("swiglu takes f32");
-        };
-        let dims = layout.shape().dims();
-        let Some((&width, outer)) = dims.split_last() else {
-            candle_core::bail!("swiglu of a scalar");
-        };
+        let (data, outer, width) = super::row_input("swiglu", storage, layout)?;
         if width % 2 != 0 {
             candle_core::bail!("swiglu of an odd width {width}");
         }
-        let Some((from, to)) = layout.contiguous_offsets() else {
-            candle_core::bail!("swiglu needs a contiguous input");
-        };
-        let m: usize = outer.iter().product();
-        let mut out = vec![0f32; m * width / 2];
-        rows(&data[from..to], width, &mut out);
-        let mut shape = outer.to_vec();
-        shape.push(width / 2);
-        Ok((CpuStorage::F32(out), Shape::from(shape)))
+        let (m, n): (usize, usize) = (outer.iter().product(), width / 2);
+        let mut out = vec![0f32; m * n];
+        if m == 1 {
+            rows(data, width, &mut out);
+        } else {
+            let shared = super::pool::Disjoint::new(&mut out);
+            candle_core::utils::barrier_pool().execute_chunked(m, |r| {
+                // SAFETY: chunks of rows are disjoint parts of `out`, which outlives the call.
+                let out = unsafe { shared.part(r.start * n..r.end * n) };
+                rows(&data[r.start * width..r.end * width], width, out)
+            });
+        }
+        Ok(super::row_output(out, outer, n))
     }
 }
 

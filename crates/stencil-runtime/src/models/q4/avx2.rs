@@ -37,7 +37,11 @@ unsafe fn tile<const R: usize>(
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
 ) {
-    let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
+    // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
+    let mut rows: [Row<'_>; R] = [act.row(first); R];
+    for (i, row) in rows.iter_mut().enumerate().skip(1) {
+        *row = act.row(first + i);
+    }
     let mut acc = [_mm256_setzero_ps(); R];
     let mut macc = [_mm256_setzero_ps(); R];
     let low = _mm256_set1_epi8(0x0F);
@@ -45,28 +49,37 @@ unsafe fn tile<const R: usize>(
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
         // SAFETY (loads): a group block holds the scales and four runs of 64 nibble bytes.
-        let (d, m, nib) = unsafe {
+        let (d, m) = unsafe {
             (
                 _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * half) as *const __m128i)),
                 _mm256_cvtph_ps(_mm_loadu_si128(
                     p.add(2 * GROUP + 2 * HALF * half) as *const __m128i
                 )),
-                [0, 1, 2, 3].map(|u| {
-                    _mm256_loadu_si256(p.add(NIBBLES + 64 * u + 32 * half) as *const __m256i)
-                }),
             )
         };
-        let lo = nib.map(|x| _mm256_and_si256(x, low));
-        let hi = nib.map(|x| _mm256_and_si256(_mm256_srli_epi16(x, 4), low));
+        // Loops, not closures (`map`), which the compiler may leave out of line.
+        let (mut lo, mut hi) = ([low; 4], [low; 4]);
+        for u in 0..4 {
+            let nib = unsafe {
+                _mm256_loadu_si256(p.add(NIBBLES + 64 * u + 32 * half) as *const __m256i)
+            };
+            lo[u] = _mm256_and_si256(nib, low);
+            hi[u] = _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
+        }
         for i in 0..R {
             let q = rows[i].quants[b * QK..(b + 1) * QK].as_ptr() as *const i32;
             // SAFETY: eight dwords of the block's quants.
-            let word = |j: usize| _mm256_set1_epi32(unsafe { q.add(j).read_unaligned() });
-            let mut pairs = _mm256_maddubs_epi16(lo[0], word(0));
-            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[0], word(4)));
+            // A macro rather than a closure, which the compiler may leave out of line.
+            macro_rules! word {
+                ($j:expr) => {
+                    _mm256_set1_epi32(unsafe { q.add($j).read_unaligned() })
+                };
+            }
+            let mut pairs = _mm256_maddubs_epi16(lo[0], word!(0));
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[0], word!(4)));
             for u in 1..4 {
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(lo[u], word(u)));
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[u], word(4 + u)));
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(lo[u], word!(u)));
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[u], word!(4 + u)));
             }
             let sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
             let scaled = _mm256_mul_ps(sum, _mm256_set1_ps(rows[i].scales[b]));

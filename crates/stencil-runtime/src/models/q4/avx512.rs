@@ -32,31 +32,44 @@ unsafe fn tile<const R: usize>(
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
 ) {
-    let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
+    // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
+    let mut rows: [Row<'_>; R] = [act.row(first); R];
+    for (i, row) in rows.iter_mut().enumerate().skip(1) {
+        *row = act.row(first + i);
+    }
     let mut acc = [_mm512_setzero_ps(); R];
     let mut macc = [_mm512_setzero_ps(); R];
     let low = _mm512_set1_epi8(0x0F);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
         // SAFETY (loads): a group block holds the scales and four runs of 64 nibble bytes.
-        let (d, m, nib) = unsafe {
+        let (d, m) = unsafe {
             (
                 _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)),
                 _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * GROUP) as *const __m256i)),
-                [0, 1, 2, 3].map(|u| _mm512_loadu_si512(p.add(NIBBLES + 64 * u) as *const _)),
             )
         };
-        let lo = nib.map(|x| _mm512_and_si512(x, low));
-        let hi = nib.map(|x| _mm512_and_si512(_mm512_srli_epi16(x, 4), low));
+        // Loops, not closures (`map`), which the compiler may leave out of line.
+        let (mut lo, mut hi) = ([low; 4], [low; 4]);
+        for u in 0..4 {
+            let nib = unsafe { _mm512_loadu_si512(p.add(NIBBLES + 64 * u) as *const _) };
+            lo[u] = _mm512_and_si512(nib, low);
+            hi[u] = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+        }
         for i in 0..R {
             let q = rows[i].quants[b * QK..(b + 1) * QK].as_ptr() as *const i32;
             // SAFETY: eight dwords of the block's quants.
-            let word = |j: usize| _mm512_set1_epi32(unsafe { q.add(j).read_unaligned() });
-            let mut s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], word(0));
-            let mut s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], word(4));
+            // A macro rather than a closure, which the compiler may leave out of line.
+            macro_rules! word {
+                ($j:expr) => {
+                    _mm512_set1_epi32(unsafe { q.add($j).read_unaligned() })
+                };
+            }
+            let mut s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], word!(0));
+            let mut s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], word!(4));
             for u in 1..4 {
-                s0 = _mm512_dpbusd_epi32(s0, lo[u], word(u));
-                s1 = _mm512_dpbusd_epi32(s1, hi[u], word(4 + u));
+                s0 = _mm512_dpbusd_epi32(s0, lo[u], word!(u));
+                s1 = _mm512_dpbusd_epi32(s1, hi[u], word!(4 + u));
             }
             let sum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
             let scaled = _mm512_mul_ps(sum, _mm512_set1_ps(rows[i].scales[b]));

@@ -37,7 +37,11 @@ unsafe fn tile<const R: usize>(
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
 ) {
-    let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
+    // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
+    let mut rows: [Row<'_>; R] = [act.row(first); R];
+    for (i, row) in rows.iter_mut().enumerate().skip(1) {
+        *row = act.row(first + i);
+    }
     let mut acc = [_mm256_setzero_ps(); R];
     let ones = _mm256_set1_epi16(1);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
@@ -48,10 +52,16 @@ unsafe fn tile<const R: usize>(
         let mut sums = [_mm256_setzero_si256(); R];
         for quad in 0..2 {
             // SAFETY: runs 4 quad .. 4 quad + 4 of the block's eight.
-            let w: [__m256i; 4] = std::array::from_fn(|u| unsafe {
-                _mm256_loadu_si256(p.add(QUANTS + 64 * (4 * quad + u) + 32 * half) as *const __m256i)
-            });
-            let mag = w.map(|w| _mm256_sign_epi8(w, w));
+            // Loops, not closures (`map`), which the compiler may leave out of line.
+            let (mut w, mut mag) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+            for u in 0..4 {
+                w[u] = unsafe {
+                    _mm256_loadu_si256(
+                        p.add(QUANTS + 64 * (4 * quad + u) + 32 * half) as *const __m256i
+                    )
+                };
+                mag[u] = _mm256_sign_epi8(w[u], w[u]);
+            }
             for i in 0..R {
                 let q = rows[i].quants[b * QK..(b + 1) * QK].as_ptr() as *const i32;
                 for u in 0..4 {

@@ -33,29 +33,37 @@ unsafe fn tile<const R: usize>(
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
 ) {
-    let rows: [Row<'_>; R] = std::array::from_fn(|i| act.row(first + i));
+    // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
+    let mut rows: [Row<'_>; R] = [act.row(first); R];
+    for (i, row) in rows.iter_mut().enumerate().skip(1) {
+        *row = act.row(first + i);
+    }
     let mut acc = [_mm512_setzero_ps(); R];
     let bias = _mm512_set1_epi8(-128);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
         // SAFETY (loads): a group block holds the scales and eight runs of 64 quant bytes.
-        let (d, w) = unsafe {
-            (
-                _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)),
-                [0, 1, 2, 3, 4, 5, 6, 7].map(|u| {
-                    _mm512_xor_si512(_mm512_loadu_si512(p.add(QUANTS + 64 * u) as *const _), bias)
-                }),
-            )
-        };
+        let d = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p as *const __m256i) });
+        // Loops, not closures (`map`), which the compiler may leave out of line.
+        let mut w = [bias; 8];
+        for (u, w) in w.iter_mut().enumerate() {
+            let run = unsafe { _mm512_loadu_si512(p.add(QUANTS + 64 * u) as *const _) };
+            *w = _mm512_xor_si512(run, bias);
+        }
         for i in 0..R {
             let q = rows[i].quants[b * QK..(b + 1) * QK].as_ptr() as *const i32;
             // SAFETY: eight dwords of the block's quants.
-            let word = |j: usize| _mm512_set1_epi32(unsafe { q.add(j).read_unaligned() });
-            let mut s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], word(0));
-            let mut s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], word(1));
+            // A macro rather than a closure, which the compiler may leave out of line.
+            macro_rules! word {
+                ($j:expr) => {
+                    _mm512_set1_epi32(unsafe { q.add($j).read_unaligned() })
+                };
+            }
+            let mut s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], word!(0));
+            let mut s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], word!(1));
             for u in (2..8).step_by(2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[u], word(u));
-                s1 = _mm512_dpbusd_epi32(s1, w[u + 1], word(u + 1));
+                s0 = _mm512_dpbusd_epi32(s0, w[u], word!(u));
+                s1 = _mm512_dpbusd_epi32(s1, w[u + 1], word!(u + 1));
             }
             let unbiased = _mm512_sub_epi32(
                 _mm512_add_epi32(s0, s1),
