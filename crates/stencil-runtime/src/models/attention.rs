@@ -62,22 +62,20 @@ thread_local! {
 }
 
 impl Attention {
-    /// `q`: `[rows][n_head * head_dim]`, `k` and `v`: `[rows][n_kv_head * head_dim]` for all
-    /// rows of the batch; returns the attention output `[rows][n_head * head_dim]`. Rotates
-    /// `q` and `k` in place and appends `k`/`v` to each sequence's cache.
-    pub fn attend(
-        &self,
-        q: &mut [f32],
-        k: &mut [f32],
-        v: &[f32],
-        seqs: &mut [Rows<'_>],
-    ) -> Vec<f32> {
+    /// `qkv`: the projections of all rows of the batch, `[rows][q | k | v]` (`q` is
+    /// `n_head * head_dim` wide, `k` and `v` `n_kv_head * head_dim` each, as the fused
+    /// projection gives them); returns the attention output `[rows][n_head * head_dim]`.
+    /// Appends each row's rotated key and its value to its sequence's cache.
+    pub fn attend(&self, qkv: &[f32], seqs: &mut [Rows<'_>]) -> Vec<f32> {
         let (hd, nh, nkv) = (self.head_dim, self.n_head, self.n_kv_head);
         let (qw, kw) = (nh * hd, nkv * hd);
+        let width = qw + 2 * kw;
         let total: usize = seqs.iter().map(|s| s.rows).sum();
-        assert_eq!(q.len(), total * qw);
-        assert_eq!(k.len(), total * kw);
-        assert_eq!(v.len(), total * kw);
+        assert_eq!(
+            qkv.len(),
+            total * width,
+            "qkv is not {total} rows of {width}"
+        );
         // Positions of the rows, and which sequence each belongs to.
         let mut row_pos = vec![0usize; total];
         let mut row_seq = vec![0usize; total];
@@ -102,25 +100,28 @@ impl Attention {
             c.v.resize(len, f16::ZERO);
             caches.push((Disjoint::new(&mut c.k), Disjoint::new(&mut c.v), len));
         }
-        let (q_rows, k_rows) = (Disjoint::new(q), Disjoint::new(k));
-        // First phase, row by row: RoPE on the row's query and key heads, and its key and value
-        // into its sequence's cache (as f16).
+        let mut queries = vec![0f32; total * qw];
+        let q_rows = Disjoint::new(&mut queries);
+        // First phase, row by row: the row's query heads rotated (RoPE) into `queries`, its key
+        // heads rotated and its value into its sequence's cache (as f16).
         let append = |rows: std::ops::Range<usize>| {
+            let mut key = vec![0f32; kw];
             for r in rows {
                 let p = row_pos[r];
-                // SAFETY (parts): row `r`'s query, key and cache position are this row's alone.
+                let row = &qkv[r * width..(r + 1) * width];
+                // SAFETY (parts): row `r`'s query and cache position are this row's alone.
                 let qr = unsafe { q_rows.part(r * qw..(r + 1) * qw) };
+                qr.copy_from_slice(&row[..qw]);
                 for h in qr.chunks_exact_mut(hd) {
                     self.rotate(h, p);
                 }
-                let kr = unsafe { k_rows.part(r * kw..(r + 1) * kw) };
-                for h in kr.chunks_exact_mut(hd) {
+                key.copy_from_slice(&row[qw..qw + kw]);
+                for h in key.chunks_exact_mut(hd) {
                     self.rotate(h, p);
                 }
                 let (ck, cv, _) = &caches[row_seq[r]];
-                unsafe { ck.part(p * kw..(p + 1) * kw) }.convert_from_f32_slice(kr);
-                unsafe { cv.part(p * kw..(p + 1) * kw) }
-                    .convert_from_f32_slice(&v[r * kw..(r + 1) * kw]);
+                unsafe { ck.part(p * kw..(p + 1) * kw) }.convert_from_f32_slice(&key);
+                unsafe { cv.part(p * kw..(p + 1) * kw) }.convert_from_f32_slice(&row[qw + kw..]);
             }
         };
         let mut out = vec![0f32; total * qw];
@@ -416,6 +417,21 @@ mod tests {
         }
     }
 
+    /// `rows` rows of queries, keys and values side by side, as the fused projection gives them.
+    fn fused(q: &[f32], k: &[f32], v: &[f32], rows: usize) -> Vec<f32> {
+        let (qw, kw) = (q.len() / rows, k.len() / rows);
+        (0..rows)
+            .flat_map(|r| {
+                let (q, k, v) = (
+                    &q[r * qw..(r + 1) * qw],
+                    &k[r * kw..(r + 1) * kw],
+                    &v[r * kw..(r + 1) * kw],
+                );
+                q.iter().chain(k).chain(v).copied()
+            })
+            .collect()
+    }
+
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
             .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
@@ -518,9 +534,7 @@ mod tests {
             let step =
                 |c: &mut HostKv, q: &[f32], k: &[f32], v: &[f32], pos: usize, rows: usize| {
                     a.attend(
-                        &mut q.to_vec(),
-                        &mut k.to_vec(),
-                        v,
+                        &fused(q, k, v, rows),
                         &mut [Rows {
                             cache: c,
                             pos,
@@ -536,13 +550,11 @@ mod tests {
             let mut ca2 = HostKv::default();
             step(&mut ca2, &qa[..5 * qw], &ka[..5 * kw], &va[..5 * kw], 0, 5);
             let mut cb = HostKv::default();
-            let mut q = [&qb[..3 * qw], &qa[5 * qw..]].concat();
-            let mut k = [&kb[..3 * kw], &ka[5 * kw..]].concat();
+            let q = [&qb[..3 * qw], &qa[5 * qw..]].concat();
+            let k = [&kb[..3 * kw], &ka[5 * kw..]].concat();
             let v = [&vb[..3 * kw], &va[5 * kw..]].concat();
             let both = a.attend(
-                &mut q,
-                &mut k,
-                &v,
+                &fused(&q, &k, &v, 4),
                 &mut [
                     Rows {
                         cache: &mut cb,

@@ -219,6 +219,33 @@ impl RmsNorm {
     }
 }
 
+impl Layer {
+    /// Q, K and V of `h`, biases added.
+    fn qkv(&self, h: &Tensor) -> candle_core::Result<[Tensor; 3]> {
+        let parts: Vec<Tensor> = self
+            .qkv
+            .forward(h)?
+            .into_iter()
+            .zip(&self.qkv_bias)
+            .map(|(y, bias)| add_bias(y, bias))
+            .collect::<candle_core::Result<_>>()?;
+        parts
+            .try_into()
+            .map_err(|_| candle_core::Error::Msg("Q, K and V expected".into()))
+    }
+
+    /// Q, K and V of `h` side by side in each row (`[.., q | k | v]`, contiguous): the fused
+    /// projection's own output where there are no biases, else the parts joined.
+    fn qkv_rows(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.qkv {
+            Projections::Fused { weight, .. } if self.qkv_bias.iter().all(Option::is_none) => {
+                weight.forward(h)?.contiguous()
+            }
+            _ => Tensor::cat(&self.qkv(h)?, h.rank() - 1)?.contiguous(),
+        }
+    }
+}
+
 struct Layer {
     attn_norm: RmsNorm,
     /// Q, K and V.
@@ -486,15 +513,15 @@ impl Model {
         }
         for (l, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            let mut qkv = layer.qkv.forward(&h)?.into_iter().zip(&layer.qkv_bias);
-            let mut next = || match qkv.next() {
-                Some((y, bias)) => add_bias(y, bias),
-                None => candle_core::bail!("Q, K and V expected"),
-            };
-            let (q, k, v) = (next()?, next()?, next()?);
             let y = match &self.host_attention {
-                Some(att) => self.host_attention_step(att, l, (&q, &k, &v), items, &spans)?,
-                None => self.device_attention_step(l, (&q, &k, &v), items, &spans, &rope)?,
+                Some(att) => {
+                    let qkv = layer.qkv_rows(&h)?;
+                    self.host_attention_step(att, l, &qkv, items, &spans)?
+                }
+                None => {
+                    let [q, k, v] = layer.qkv(&h)?;
+                    self.device_attention_step(l, (&q, &k, &v), items, &spans, &rope)?
+                }
             };
             x = (x + add_bias(layer.wo.forward(&y)?, &layer.wo_bias)?)?;
             let h = layer.ffn_norm.forward(&x)?;
@@ -537,14 +564,18 @@ impl Model {
         &self,
         att: &Attention,
         l: usize,
-        (q, k, v): (&Tensor, &Tensor, &Tensor),
+        qkv: &Tensor,
         items: &mut [BatchItem<'_>],
         spans: &[(usize, usize, usize)],
     ) -> candle_core::Result<Tensor> {
-        let rows = q.dim(1)?;
-        let mut qv = q.flatten_all()?.to_vec1::<f32>()?;
-        let mut kv = k.flatten_all()?.to_vec1::<f32>()?;
-        let vv = v.flatten_all()?.to_vec1::<f32>()?;
+        let rows = qkv.dim(1)?;
+        // The projections as they are in memory (contiguous f32 on the CPU), not copied.
+        let (storage, layout) = qkv.storage_and_layout();
+        let (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(data)), Some((from, to))) =
+            (&*storage, layout.contiguous_offsets())
+        else {
+            candle_core::bail!("the CPU attention takes contiguous f32 projections");
+        };
         let mut seqs = Vec::with_capacity(items.len());
         for (item, &(first, seq, pos)) in items.iter_mut().zip(spans) {
             let reserve = item.cache.reserve;
@@ -559,7 +590,7 @@ impl Model {
                 reserve,
             });
         }
-        let y = att.attend(&mut qv, &mut kv, &vv, &mut seqs);
+        let y = att.attend(&data[from..to], &mut seqs);
         Tensor::from_vec(
             y,
             (1, rows, self.config.n_head * self.config.head_dim),
