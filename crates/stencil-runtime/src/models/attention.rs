@@ -152,18 +152,7 @@ impl Attention {
             });
         };
         let units = |range: std::ops::Range<usize>| range.for_each(unit);
-        super::pool::in_phases(
-            Phase {
-                items: total,
-                chunk: Phase::chunk_for(total),
-                run: &append,
-            },
-            Phase {
-                items: total * nh,
-                chunk: Phase::chunk_for(total * nh),
-                run: &units,
-            },
-        );
+        super::pool::in_phases(Phase::new(total, &append), Phase::new(total * nh, &units));
         out
     }
 

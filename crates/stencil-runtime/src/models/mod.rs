@@ -57,12 +57,7 @@ pub(crate) fn column_jobs(
         (before.run)(0..before.items);
         run(0..groups);
     } else {
-        let columns = pool::Phase {
-            items: groups,
-            chunk: pool::Phase::chunk_for(groups),
-            run: &run,
-        };
-        pool::in_phases(before, columns);
+        pool::in_phases(before, pool::Phase::new(groups, &run));
     }
 }
 

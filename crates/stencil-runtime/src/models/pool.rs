@@ -18,11 +18,16 @@ pub(crate) struct Phase<'a> {
     pub run: &'a (dyn Fn(Range<usize>) + Sync),
 }
 
-impl Phase<'_> {
-    /// Chunks of about an eighth of a thread's share (as candle's `execute_chunked`): few
-    /// grabs of the cursor, and a short tail when threads run at different speeds.
-    pub(crate) fn chunk_for(items: usize) -> usize {
-        items.div_ceil(threads() * 8).max(1)
+impl<'a> Phase<'a> {
+    /// `run` over `0..items` in chunks of about an eighth of a thread's share (as candle's
+    /// `execute_chunked`): few grabs of the cursor, and a short tail when threads run at
+    /// different speeds.
+    pub(crate) fn new(items: usize, run: &'a (dyn Fn(Range<usize>) + Sync)) -> Self {
+        Self {
+            items,
+            chunk: items.div_ceil(threads() * 8).max(1),
+            run,
+        }
     }
 }
 
@@ -134,11 +139,7 @@ mod tests {
                     chunk: 2,
                     run: &first,
                 },
-                Phase {
-                    items: n2,
-                    chunk: Phase::chunk_for(n2),
-                    run: &second,
-                },
+                Phase::new(n2, &second),
             );
             assert!(firsts.iter().all(|f| f.load(Ordering::Relaxed) == 1));
             assert!(

@@ -190,15 +190,12 @@ impl<F: Format> Groups<F> {
             Kernel::available().contains(&kernel),
             "{kernel:?} does not run here"
         );
-        let mut act = Activations::unfilled(m, k);
+        // Filled by the first phase of the pool call, row by row.
+        let mut act = Activations::zeroed(m, k);
         let writer = act.writer();
         // SAFETY: chunks of rows are disjoint, and `act` is read only after the phase.
         let quantize = |rows: std::ops::Range<usize>| unsafe { writer.fill(lhs, rows) };
-        let before = super::pool::Phase {
-            items: m,
-            chunk: super::pool::Phase::chunk_for(m),
-            run: &quantize,
-        };
+        let before = super::pool::Phase::new(m, &quantize);
         let act = &act;
         super::column_jobs((m, n, k), GROUP, out, before, |cols, out| {
             for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
@@ -365,11 +362,6 @@ impl Activations {
         let mut act = Self::zeroed(m, k);
         act.blocks().fill(lhs);
         act
-    }
-
-    /// Room for `m x k` quantized rows, to be filled by [`RowsWriter::fill`].
-    pub(crate) fn unfilled(m: usize, k: usize) -> Self {
-        Self::zeroed(m, k)
     }
 
     #[cfg(test)]
