@@ -48,6 +48,12 @@ pub struct Rows<'a> {
 }
 
 impl HostKv {
+    /// The keys and the values of the first `positions` positions (`width` values each).
+    pub(crate) fn cached(&self, positions: usize, width: usize) -> [&[f16]; 2] {
+        let n = (positions * width).min(self.k.len());
+        [&self.k[..n], &self.v[..n]]
+    }
+
     /// A copy of the first `positions` positions (`width` floats each).
     pub fn prefix(&self, positions: usize, width: usize) -> Self {
         Self {

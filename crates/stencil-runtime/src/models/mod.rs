@@ -13,6 +13,7 @@ pub mod q4;
 pub mod q8_0;
 mod quant;
 pub mod quantized_llama;
+mod read_ahead;
 mod swiglu;
 
 use std::any::Any;

@@ -3,7 +3,8 @@
 //! candle's `rms_norm` sums a row's squares one after the other: a chain of dependent adds,
 //! which for a batch of rows costs more than the rest of the norm. The sums here run in the
 //! same order, each row its own chain, but eight rows' chains side by side (the adds of
-//! different rows overlap in the pipeline), so every output has candle's bits.
+//! different rows overlap in the pipeline), so every output has candle's bits. A batch's rows
+//! are shared between the pool's threads.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
@@ -68,7 +69,23 @@ impl CustomOp1 for RmsNorm {
             );
         }
         let mut out = vec![0f32; data.len()];
-        self.rows(data, &mut out);
+        let m = data.len() / width;
+        if m <= ROWS {
+            self.rows(data, &mut out);
+        } else {
+            // A contiguous share of the rows per thread (each runs them eight at a time).
+            let shared = super::pool::Disjoint::new(&mut out);
+            let share = |r: std::ops::Range<usize>| {
+                // SAFETY: chunks of rows are disjoint parts of `out`, which outlives the call.
+                let out = unsafe { shared.part(r.start * width..r.end * width) };
+                self.rows(&data[r.start * width..r.end * width], out)
+            };
+            super::pool::in_chunks(super::pool::Phase {
+                items: m,
+                chunk: m.div_ceil(super::pool::threads()),
+                run: &share,
+            });
+        }
         Ok(super::row_output(out, outer, width))
     }
 }

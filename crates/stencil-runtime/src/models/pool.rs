@@ -78,6 +78,11 @@ pub(crate) fn in_phases(first: Phase<'_>, second: Phase<'_>) {
     });
 }
 
+/// Runs every chunk of `phase` over candle's pool (the calling thread takes part).
+pub(crate) fn in_chunks(phase: Phase<'_>) {
+    in_phases(phase, Phase::new(0, &|_| {}))
+}
+
 /// A buffer that pool threads write in disjoint parts (and read where nobody writes).
 pub(crate) struct Disjoint<T>(*mut T);
 

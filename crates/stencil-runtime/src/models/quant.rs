@@ -6,6 +6,8 @@
 //! yields the sixteen columns' integer sums at once, and each row then needs a handful of float
 //! operations per block for all sixteen columns.
 
+use super::read_ahead::ReadAhead;
+
 /// Values per block (of weights and of activations).
 pub(crate) const QK: usize = 32;
 /// Columns per group: the float lanes of an AVX-512 register.
@@ -164,18 +166,19 @@ impl<F: Format> Groups<F> {
     pub(crate) fn matmul_with(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [f32]) {
         // SAFETY: the same memory seen as possibly uninitialized floats; only floats are written.
         let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
-        self.fill(kernel, lhs, m, out)
+        self.fill(kernel, lhs, m, out, None)
     }
 
     /// The `m x n` product of `lhs` with the fastest kernel, in a new vector (never zeroed
-    /// first: every element is written once).
-    pub(crate) fn product(&self, lhs: &[f32], m: usize) -> Vec<f32> {
+    /// first: every element is written once); the jobs also prefetch `ahead`, if given.
+    pub(crate) fn product(&self, lhs: &[f32], m: usize, ahead: Option<&ReadAhead>) -> Vec<f32> {
         let mut out = Vec::with_capacity(m * self.n);
         self.fill(
             Kernel::best(),
             lhs,
             m,
             &mut out.spare_capacity_mut()[..m * self.n],
+            ahead,
         );
         // SAFETY: `fill` wrote all `m * n` elements: every group's columns of every row.
         unsafe { out.set_len(m * self.n) };
@@ -183,7 +186,15 @@ impl<F: Format> Groups<F> {
     }
 
     /// [`Groups::matmul_with`] into a possibly uninitialized output; writes every element.
-    fn fill(&self, kernel: Kernel, lhs: &[f32], m: usize, out: &mut [std::mem::MaybeUninit<f32>]) {
+    /// Each group's job then prefetches its share of `ahead`.
+    fn fill(
+        &self,
+        kernel: Kernel,
+        lhs: &[f32],
+        m: usize,
+        out: &mut [std::mem::MaybeUninit<f32>],
+        ahead: Option<&ReadAhead>,
+    ) {
         let (n, k) = (self.n, self.k);
         assert_eq!(lhs.len(), m * k, "lhs is not {m} x {k}");
         assert!(
@@ -191,12 +202,12 @@ impl<F: Format> Groups<F> {
             "{kernel:?} does not run here"
         );
         // Filled by the first phase of the pool call, row by row.
-        let mut act = Activations::zeroed(m, k);
-        let writer = act.writer();
+        let mut quantized = Activations::recycled(m, k);
+        let writer = quantized.writer();
         // SAFETY: chunks of rows are disjoint, and `act` is read only after the phase.
         let quantize = |rows: std::ops::Range<usize>| unsafe { writer.fill(lhs, rows) };
         let before = super::pool::Phase::new(m, &quantize);
-        let act = &act;
+        let act = &quantized;
         super::column_jobs((m, n, k), GROUP, out, before, |cols, out| {
             for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
                 let blocks = self.blocks(g);
@@ -220,12 +231,22 @@ impl<F: Format> Groups<F> {
                         }
                     }
                 }
+                if let Some(ahead) = ahead {
+                    ahead.share(n.div_ceil(GROUP));
+                }
             }
         });
+        quantized.recycle();
     }
 }
 
-impl<F: Format> candle_core::CustomOp1 for Groups<F> {
+/// The product with a weight matrix as a candle op, with memory to read ahead meanwhile.
+pub(crate) struct Product<'a, F> {
+    pub groups: &'a Groups<F>,
+    pub ahead: Option<&'a ReadAhead>,
+}
+
+impl<F: Format> candle_core::CustomOp1 for Product<'_, F> {
     fn name(&self) -> &'static str {
         F::OP
     }
@@ -235,8 +256,9 @@ impl<F: Format> candle_core::CustomOp1 for Groups<F> {
         storage: &candle_core::CpuStorage,
         layout: &candle_core::Layout,
     ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        super::weight_matmul_fwd(F::NAME, (self.k, self.n), storage, layout, |lhs, m| {
-            self.product(lhs, m)
+        let g = self.groups;
+        super::weight_matmul_fwd(F::NAME, (g.k, g.n), storage, layout, |lhs, m| {
+            g.product(lhs, m, self.ahead)
         })
     }
 }
@@ -344,7 +366,42 @@ pub(crate) struct Row<'a> {
     pub quants: &'a [i8],
 }
 
+thread_local! {
+    /// The calling thread's last activation buffers, for its next matmul.
+    static RECYCLED: std::cell::Cell<Option<Activations>> = const { std::cell::Cell::new(None) };
+}
+
 impl Activations {
+    /// Buffers for at least `m` rows of `k`: this thread's last ones when it has them (they
+    /// may hold older values past and within the rows: the quantization writes every value of
+    /// the `m` rows before any is read), grown where too short. Clearing fresh buffers at
+    /// every matmul cost 1% of a batched step, on the thread the others wait for.
+    fn recycled(m: usize, k: usize) -> Self {
+        let Some(mut act) = RECYCLED.take() else {
+            return Self::zeroed(m, k);
+        };
+        let blocks = m * k / QK;
+        act.k = k;
+        if act.scales.len() < blocks {
+            act.scales.resize(blocks, 0.0);
+            act.sums.resize(blocks, 0.0);
+            act.totals.resize(blocks, 0);
+        }
+        if act.quants.len() < m * k {
+            act.quants.resize(m * k, 0);
+        }
+        act
+    }
+
+    /// Keeps the buffers for this thread's next [`Activations::recycled`], unless they are
+    /// large (a long prompt's), which would stay allocated for the thread's life.
+    fn recycle(self) {
+        const MAX_KEPT: usize = 8 << 20;
+        if self.quants.capacity() <= MAX_KEPT {
+            RECYCLED.set(Some(self));
+        }
+    }
+
     fn zeroed(m: usize, k: usize) -> Self {
         let blocks = m * k / QK;
         Self {

@@ -17,6 +17,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use super::attention::{Attention, HostKv, Rows};
 use super::q4::Q4Matrix;
 use super::q8_0::Q8Matrix;
+use super::read_ahead::ReadAhead;
 use super::swiglu::SwiGlu;
 use crate::error::{CandleContext, Result, RuntimeError};
 use crate::gguf::GgufFile;
@@ -119,9 +120,18 @@ enum MatMul {
 
 impl MatMul {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.forward_reading_ahead(x, None)
+    }
+
+    /// [`MatMul::forward`], prefetching `ahead` meanwhile where our kernels run it.
+    fn forward_reading_ahead(
+        &self,
+        x: &Tensor,
+        ahead: Option<&ReadAhead>,
+    ) -> candle_core::Result<Tensor> {
         match self {
-            MatMul::Q8(m) => m.forward(x),
-            MatMul::Q4(m) => m.forward(x),
+            MatMul::Q8(m) => m.forward_reading_ahead(x, ahead),
+            MatMul::Q4(m) => m.forward_reading_ahead(x, ahead),
             MatMul::Candle(m) => m.forward(x),
         }
     }
@@ -236,10 +246,10 @@ impl Layer {
 
     /// Q, K and V of `h` side by side in each row (`[.., q | k | v]`, contiguous): the fused
     /// projection's own output where there are no biases, else the parts joined.
-    fn qkv_rows(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+    fn qkv_rows(&self, h: &Tensor, ahead: Option<&ReadAhead>) -> candle_core::Result<Tensor> {
         match &self.qkv {
             Projections::Fused { weight, .. } if self.qkv_bias.iter().all(Option::is_none) => {
-                weight.forward(h)?.contiguous()
+                weight.forward_reading_ahead(h, ahead)?.contiguous()
             }
             _ => Tensor::cat(&self.qkv(h)?, h.rank() - 1)?.contiguous(),
         }
@@ -515,7 +525,15 @@ impl Model {
             let h = layer.attn_norm.forward(&x)?;
             let y = match &self.host_attention {
                 Some(att) => {
-                    let qkv = layer.qkv_rows(&h)?;
+                    // The layer's cached keys and values, fetched while the projection runs.
+                    let cached = items.iter().zip(&spans).flat_map(|(item, &(_, _, pos))| {
+                        match &item.cache.layers {
+                            Layers::Host(layers) => layers[l].cached(pos, self.kv_width()),
+                            Layers::Device(_) => [&[][..], &[][..]],
+                        }
+                    });
+                    let ahead = ReadAhead::new(cached);
+                    let qkv = layer.qkv_rows(&h, Some(&ahead))?;
                     self.host_attention_step(att, l, &qkv, items, &spans)?
                 }
                 None => {

@@ -12,7 +12,8 @@
 //! scalar, AVX2 and AVX-512 VNNI paths all reproduce step for step: every path gives the same
 //! bits on any CPU, and a row's result does not depend on which other rows run with it.
 
-use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Row, GROUP, QK};
+use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Product, Row, GROUP, QK};
+use super::read_ahead::ReadAhead;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 
@@ -65,7 +66,19 @@ impl Q8Matrix {
 
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.apply_op1_no_bwd(&self.groups)
+        self.forward_reading_ahead(x, None)
+    }
+
+    /// [`Self::forward`], prefetching `ahead` meanwhile.
+    pub(crate) fn forward_reading_ahead(
+        &self,
+        x: &Tensor,
+        ahead: Option<&ReadAhead>,
+    ) -> candle_core::Result<Tensor> {
+        x.apply_op1_no_bwd(&Product {
+            groups: &self.groups,
+            ahead,
+        })
     }
 
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
@@ -151,8 +164,11 @@ mod tests {
         let x = values(m * k, 4, 2.0);
         let mut got = vec![0f32; m * n];
         ours.matmul(&x, m, &mut got);
-        // The forward path writes a fresh, never zeroed output: the same values.
-        assert_eq!(ours.groups.product(&x, m), got);
+        // The forward path writes a fresh, never zeroed output, prefetching other memory
+        // meanwhile or not: the same values.
+        assert_eq!(ours.groups.product(&x, m, None), got);
+        let ahead = ReadAhead::new([&x[..], &got[..]]);
+        assert_eq!(ours.groups.product(&x, m, Some(&ahead)), got);
         let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).unwrap();
         let candle = theirs.forward(&xt).unwrap().to_vec2::<f32>().unwrap();
         for (r, row) in candle.iter().enumerate() {
