@@ -155,6 +155,18 @@ impl<F: Format> Groups<F> {
         self.n
     }
 
+    /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`, prefetching `ahead` meanwhile.
+    pub(crate) fn forward(
+        &self,
+        x: &candle_core::Tensor,
+        ahead: Option<&ReadAhead>,
+    ) -> candle_core::Result<candle_core::Tensor> {
+        x.apply_op1_no_bwd(&Product {
+            groups: self,
+            ahead,
+        })
+    }
+
     /// Group `g`'s blocks.
     pub(crate) fn blocks(&self, g: usize) -> &[u8] {
         let bytes = self.k / QK * F::GROUP_BLOCK;
@@ -241,9 +253,9 @@ impl<F: Format> Groups<F> {
 }
 
 /// The product with a weight matrix as a candle op, with memory to read ahead meanwhile.
-pub(crate) struct Product<'a, F> {
-    pub groups: &'a Groups<F>,
-    pub ahead: Option<&'a ReadAhead>,
+struct Product<'a, F> {
+    groups: &'a Groups<F>,
+    ahead: Option<&'a ReadAhead>,
 }
 
 impl<F: Format> candle_core::CustomOp1 for Product<'_, F> {

@@ -130,8 +130,8 @@ impl MatMul {
         ahead: Option<&ReadAhead>,
     ) -> candle_core::Result<Tensor> {
         match self {
-            MatMul::Q8(m) => m.forward_reading_ahead(x, ahead),
-            MatMul::Q4(m) => m.forward_reading_ahead(x, ahead),
+            MatMul::Q8(m) => m.groups().forward(x, ahead),
+            MatMul::Q4(m) => m.groups().forward(x, ahead),
             MatMul::Candle(m) => m.forward(x),
         }
     }

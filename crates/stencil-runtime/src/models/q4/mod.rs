@@ -18,8 +18,7 @@
 //! AVX-512 VNNI paths all reproduce step for step: every path gives the same bits on any CPU,
 //! and a row's result does not depend on which other rows run with it.
 
-use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Product, Row, GROUP, QK};
-use super::read_ahead::ReadAhead;
+use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Row, GROUP, QK};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 use half::f16;
@@ -87,19 +86,11 @@ impl Q4Matrix {
 
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        self.forward_reading_ahead(x, None)
+        self.groups.forward(x, None)
     }
 
-    /// [`Self::forward`], prefetching `ahead` meanwhile.
-    pub(crate) fn forward_reading_ahead(
-        &self,
-        x: &Tensor,
-        ahead: Option<&ReadAhead>,
-    ) -> candle_core::Result<Tensor> {
-        x.apply_op1_no_bwd(&Product {
-            groups: &self.groups,
-            ahead,
-        })
+    pub(crate) fn groups(&self) -> &Groups<Q4> {
+        &self.groups
     }
 
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
@@ -158,6 +149,7 @@ mod avx512;
 mod tests {
     use super::*;
     use crate::models::quant::assert_kernels_match_the_reference;
+    use crate::models::read_ahead::ReadAhead;
     use candle_core::quantized::QMatMul;
     use candle_core::{Device, Module};
     use std::sync::Arc;
