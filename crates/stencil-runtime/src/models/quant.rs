@@ -216,7 +216,7 @@ impl<F: Format> Groups<F> {
         // Filled by the first phase of the pool call, row by row.
         let mut quantized = Activations::recycled(m, k);
         let writer = quantized.writer();
-        // SAFETY: chunks of rows are disjoint, and `act` is read only after the phase.
+        // SAFETY: chunks of rows are disjoint, and `quantized` is read only after the phase.
         let quantize = |rows: std::ops::Range<usize>| unsafe { writer.fill(lhs, rows) };
         let before = super::pool::Phase::new(m, &quantize);
         let act = &quantized;
