@@ -1,5 +1,6 @@
 //! What the weight-matmul kernels ([`super::q4`], [`super::q8_0`]) share: the choice of code
-//! path ([`Kernel`]) and the activations quantized per block ([`Activations`]).
+//! path ([`Kernel`]), the activations quantized per block ([`Activations`]), the row tiles
+//! ([`row_tiles`]) and the next group's weights prefetched meanwhile ([`Prefetch`]).
 //!
 //! Both kernels keep output columns in groups of [`GROUP`], one per float lane of an AVX-512
 //! register (two AVX2 registers), with a group's blocks side by side: one pass over a block
@@ -68,19 +69,20 @@ pub(crate) trait Format {
     /// The reference arithmetic: the column in `lane` of a group (`blocks`) and one row.
     fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32;
 
-    /// All `m` rows of one group, with AVX2.
+    /// All `m` rows of one group, with AVX2, prefetching `next` (the group read after this
+    /// one, or nothing) meanwhile ([`Prefetch`]).
     ///
     /// # Safety
     /// The CPU has AVX2, FMA and F16C; `act` has `m` rows of the group's `k`.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+    unsafe fn avx2(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
 
-    /// All `m` rows of one group, with AVX-512 VNNI.
+    /// The same with AVX-512 VNNI.
     ///
     /// # Safety
     /// As [`Format::avx2`]'s, and the CPU has AVX-512 (F, BW, VL) with VNNI.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+    unsafe fn avx512(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
 }
 
 /// A weight matrix of `n` output columns over `k` inputs in format `F`: `n.div_ceil(16)`
@@ -221,8 +223,15 @@ impl<F: Format> Groups<F> {
         let before = super::pool::Phase::new(m, &quantize);
         let act = &quantized;
         super::column_jobs((m, n, k), GROUP, out, before, |cols, out| {
-            for g in cols.start / GROUP..cols.end.div_ceil(GROUP) {
+            let groups = cols.start / GROUP..cols.end.div_ceil(GROUP);
+            for g in groups.clone() {
                 let blocks = self.blocks(g);
+                // The job's next group; the next job's first is likely the other thread's.
+                let next = if g + 1 < groups.end {
+                    self.blocks(g + 1)
+                } else {
+                    &[]
+                };
                 // A job writes its own columns of the `m x n` output only.
                 let mut out = GroupOut {
                     out,
@@ -233,9 +242,9 @@ impl<F: Format> Groups<F> {
                 match kernel {
                     // SAFETY (both): the CPU has the kernel's features; `act` has `m` rows.
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, act, m, &mut out) },
+                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, next, act, m, &mut out) },
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx2 => unsafe { F::avx2(blocks, act, m, &mut out) },
+                    Kernel::Avx2 => unsafe { F::avx2(blocks, next, act, m, &mut out) },
                     _ => {
                         for r in 0..m {
                             let row = act.row(r);
@@ -339,23 +348,95 @@ impl GroupOut {
     }
 }
 
-/// Runs `tile(first row, rows, values)` over the `m` rows, at most `T` at a time, and writes
-/// each tile's rows.
+/// Runs `tile(first row, rows, values, prefetch)` over the `m` rows, at most `T` at a time,
+/// and writes each tile's rows. `next` is the group the job reads after this one (`&[]` for
+/// none): when there are several tiles, each gets its share of `next`'s cache lines to
+/// prefetch over the group's `blocks` ([`Prefetch`]).
 #[inline(always)]
 pub(crate) fn row_tiles<const T: usize>(
     m: usize,
+    (blocks, next): (usize, &[u8]),
     out: &mut GroupOut,
-    mut tile: impl FnMut(usize, usize, &mut [[f32; GROUP]; T]),
+    mut tile: impl FnMut(usize, usize, &mut [[f32; GROUP]; T], Prefetch),
 ) {
+    let tiles = m.div_ceil(T);
     let mut r = 0;
     while r < m {
         let rows = (m - r).min(T);
         let mut values = [[0f32; GROUP]; T];
-        tile(r, rows, &mut values);
+        let prefetch = if tiles > 1 {
+            Prefetch::share(next, r / T, tiles, blocks)
+        } else {
+            Prefetch::NONE
+        };
+        tile(r, rows, &mut values, prefetch);
         for (i, v) in values[..rows].iter().enumerate() {
             out.write(r + i, v);
         }
         r += rows;
+    }
+}
+
+/// A row tile's share of the next group's cache lines, prefetched a few after each block.
+///
+/// A group's first row tile reads the weights from memory and its later tiles from the
+/// caches, so without help the memory idles while the later tiles compute, and the next
+/// group's first tile then waits for it. With the next group's lines spread over the tiles,
+/// they arrive meanwhile. Measured on Zen 4 with `examples/q4_speed.rs` (30 layers of weights
+/// streamed from memory, 16 rows): 12-19% less time with the AVX-512 kernel, about 5% with
+/// the AVX2 one. A single tile (one to a few rows, bound by memory anyway) prefetches nothing:
+/// one stream was slower with it.
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    base: *const u8,
+    /// The next line to prefetch and the lines per block, in 1/65536ths of a line.
+    line: usize,
+    step: usize,
+    /// One past the share's last line.
+    end: usize,
+}
+
+impl Prefetch {
+    /// Prefetches nothing.
+    pub(crate) const NONE: Prefetch = Prefetch {
+        base: std::ptr::null(),
+        line: 0,
+        step: 0,
+        end: 0,
+    };
+
+    /// Share `tile` of `tiles` of `next`'s lines, over `blocks` blocks.
+    fn share(next: &[u8], tile: usize, tiles: usize, blocks: usize) -> Self {
+        const LINE: usize = 64;
+        let lines = next.len().div_ceil(LINE);
+        let (from, to) = (tile * lines / tiles, (tile + 1) * lines / tiles);
+        Self {
+            base: next.as_ptr(),
+            line: from << 16,
+            step: ((to - from) << 16).div_ceil(blocks.max(1)),
+            end: to,
+        }
+    }
+
+    /// Prefetches the lines due after one more block.
+    #[inline(always)]
+    pub(crate) fn after_block(&mut self) {
+        for l in self.due() {
+            // SAFETY: a prefetch never faults; line `l` is within `next` (`l < end`).
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.base.add(64 * l).cast());
+            }
+        }
+    }
+
+    /// The lines due after one more block.
+    #[inline(always)]
+    fn due(&mut self) -> std::ops::Range<usize> {
+        let from = (self.line >> 16).min(self.end);
+        self.line += self.step;
+        from..(self.line >> 16).min(self.end)
     }
 }
 
@@ -626,5 +707,28 @@ mod tests {
         assert_eq!(bits(&fast.sums), bits(&slow.sums));
         // Half-way values round to even.
         assert_eq!(&slow.quants[QK + 1..QK + 4], &[-14, -14, -12]);
+    }
+
+    #[test]
+    fn the_tiles_prefetch_every_line_of_the_next_group_once() {
+        // Lines per group as in the kernels' formats (Q4: 5 per block, Q8_0: 8.5), and a
+        // group smaller than its tiles.
+        for (bytes, blocks, tiles) in [(18 * 320, 18, 4), (48 * 544, 48, 5), (128, 1, 8)] {
+            let next = vec![0u8; bytes];
+            let mut seen = vec![0; bytes.div_ceil(64)];
+            for t in 0..tiles {
+                let mut share = Prefetch::share(&next, t, tiles, blocks);
+                for _ in 0..blocks {
+                    share.due().for_each(|l| seen[l] += 1);
+                }
+                // Past its blocks a share prefetches nothing more.
+                assert!(share.due().is_empty());
+            }
+            assert!(
+                seen.iter().all(|&n| n == 1),
+                "{bytes} {blocks} {tiles}: {seen:?}"
+            );
+        }
+        assert!(Prefetch::NONE.clone().due().is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! row, eight `maddubs` of the unpacked nibbles by broadcast activation bytes, summed in 16-bit
 //! lanes (at most 8 · 2 · 15 · 127 < 2^15: exact), then widened by one `madd`.
 
-use super::super::quant::{row_tiles, GroupOut};
+use super::super::quant::{row_tiles, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, NIBBLES, QK};
 use std::arch::x86_64::*;
 
@@ -13,14 +13,22 @@ const HALF: usize = GROUP / 2;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
-    row_tiles::<TILE>(m, out, |r, rows, values| {
-        for half in 0..2 {
+pub(super) unsafe fn group(
+    blocks: &[u8],
+    next: &[u8],
+    act: &Activations,
+    m: usize,
+    out: &mut GroupOut,
+) {
+    let count = blocks.len() / GROUP_BLOCK;
+    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
+        // The first half's pass over the blocks prefetches the tile's share.
+        for (half, prefetch) in [(0, prefetch), (1, Prefetch::NONE)] {
             // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
             unsafe {
                 match rows {
-                    2 => tile::<2>(blocks, half, act, r, values),
-                    _ => tile::<1>(blocks, half, act, r, values),
+                    2 => tile::<2>(blocks, half, act, r, values, prefetch),
+                    _ => tile::<1>(blocks, half, act, r, values, prefetch),
                 }
             }
         }
@@ -36,6 +44,7 @@ unsafe fn tile<const R: usize>(
     act: &Activations,
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
+    mut prefetch: Prefetch,
 ) {
     // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
     let mut rows: [Row<'_>; R] = [act.row(first); R];
@@ -48,6 +57,7 @@ unsafe fn tile<const R: usize>(
     let ones = _mm256_set1_epi16(1);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
+        prefetch.after_block();
         // SAFETY (loads): a group block holds the scales and four runs of 64 nibble bytes.
         let (d, m) = unsafe {
             (

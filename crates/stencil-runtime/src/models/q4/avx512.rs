@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI kernel: a group's sixteen columns in the lanes of one register; per block
 //! and row, eight `dpbusd` of the unpacked nibbles by broadcast activation bytes.
 
-use super::super::quant::{row_tiles, GroupOut};
+use super::super::quant::{row_tiles, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, NIBBLES, QK};
 use std::arch::x86_64::*;
 
@@ -10,15 +10,22 @@ const TILE: usize = 4;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
-    row_tiles::<TILE>(m, out, |r, rows, values| {
+pub(super) unsafe fn group(
+    blocks: &[u8],
+    next: &[u8],
+    act: &Activations,
+    m: usize,
+    out: &mut GroupOut,
+) {
+    let count = blocks.len() / GROUP_BLOCK;
+    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
         // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
         unsafe {
             match rows {
-                4 => tile::<4>(blocks, act, r, values),
-                3 => tile::<3>(blocks, act, r, values),
-                2 => tile::<2>(blocks, act, r, values),
-                _ => tile::<1>(blocks, act, r, values),
+                4 => tile::<4>(blocks, act, r, values, prefetch),
+                3 => tile::<3>(blocks, act, r, values, prefetch),
+                2 => tile::<2>(blocks, act, r, values, prefetch),
+                _ => tile::<1>(blocks, act, r, values, prefetch),
             }
         }
     })
@@ -31,6 +38,7 @@ unsafe fn tile<const R: usize>(
     act: &Activations,
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
+    mut prefetch: Prefetch,
 ) {
     // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
     let mut rows: [Row<'_>; R] = [act.row(first); R];
@@ -42,6 +50,7 @@ unsafe fn tile<const R: usize>(
     let low = _mm512_set1_epi8(0x0F);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
+        prefetch.after_block();
         // SAFETY (loads): a group block holds the scales and four runs of 64 nibble bytes.
         let (d, m) = unsafe {
             (

@@ -128,15 +128,15 @@ impl Format for Q4 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    unsafe fn avx2(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
         // SAFETY: the caller's.
-        unsafe { avx2::group(blocks, act, m, out) }
+        unsafe { avx2::group(blocks, next, act, m, out) }
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    unsafe fn avx512(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
         // SAFETY: the caller's.
-        unsafe { avx512::group(blocks, act, m, out) }
+        unsafe { avx512::group(blocks, next, act, m, out) }
     }
 }
 

@@ -2,7 +2,7 @@
 //! row, eight `maddubs` of the quants' magnitudes by broadcast activation bytes carrying the
 //! quants' signs (each 16-bit pair at most 2 · 128 · 127 < 2^15: exact), widened by `madd`.
 
-use super::super::quant::{row_tiles, GroupOut};
+use super::super::quant::{row_tiles, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, QK, QUANTS};
 use std::arch::x86_64::*;
 
@@ -13,14 +13,22 @@ const HALF: usize = GROUP / 2;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
-    row_tiles::<TILE>(m, out, |r, rows, values| {
-        for half in 0..2 {
+pub(super) unsafe fn group(
+    blocks: &[u8],
+    next: &[u8],
+    act: &Activations,
+    m: usize,
+    out: &mut GroupOut,
+) {
+    let count = blocks.len() / GROUP_BLOCK;
+    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
+        // The first half's pass over the blocks prefetches the tile's share.
+        for (half, prefetch) in [(0, prefetch), (1, Prefetch::NONE)] {
             // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
             unsafe {
                 match rows {
-                    2 => tile::<2>(blocks, half, act, r, values),
-                    _ => tile::<1>(blocks, half, act, r, values),
+                    2 => tile::<2>(blocks, half, act, r, values, prefetch),
+                    _ => tile::<1>(blocks, half, act, r, values, prefetch),
                 }
             }
         }
@@ -36,6 +44,7 @@ unsafe fn tile<const R: usize>(
     act: &Activations,
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
+    mut prefetch: Prefetch,
 ) {
     // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
     let mut rows: [Row<'_>; R] = [act.row(first); R];
@@ -46,6 +55,7 @@ unsafe fn tile<const R: usize>(
     let ones = _mm256_set1_epi16(1);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
+        prefetch.after_block();
         // SAFETY: a group block starts with sixteen f16 scales.
         let d =
             unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * half) as *const __m128i)) };

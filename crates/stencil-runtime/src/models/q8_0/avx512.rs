@@ -2,7 +2,7 @@
 //! and row, eight `dpbusd` of the quants made unsigned (`w + 128`) by broadcast activation
 //! bytes, less `128 Σ p`.
 
-use super::super::quant::{row_tiles, GroupOut};
+use super::super::quant::{row_tiles, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, QK, QUANTS};
 use std::arch::x86_64::*;
 
@@ -11,15 +11,22 @@ const TILE: usize = 4;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group(blocks: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
-    row_tiles::<TILE>(m, out, |r, rows, values| {
+pub(super) unsafe fn group(
+    blocks: &[u8],
+    next: &[u8],
+    act: &Activations,
+    m: usize,
+    out: &mut GroupOut,
+) {
+    let count = blocks.len() / GROUP_BLOCK;
+    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
         // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
         unsafe {
             match rows {
-                4 => tile::<4>(blocks, act, r, values),
-                3 => tile::<3>(blocks, act, r, values),
-                2 => tile::<2>(blocks, act, r, values),
-                _ => tile::<1>(blocks, act, r, values),
+                4 => tile::<4>(blocks, act, r, values, prefetch),
+                3 => tile::<3>(blocks, act, r, values, prefetch),
+                2 => tile::<2>(blocks, act, r, values, prefetch),
+                _ => tile::<1>(blocks, act, r, values, prefetch),
             }
         }
     })
@@ -32,6 +39,7 @@ unsafe fn tile<const R: usize>(
     act: &Activations,
     first: usize,
     out: &mut [[f32; GROUP]; TILE],
+    mut prefetch: Prefetch,
 ) {
     // A loop, not a closure (`from_fn`), which the compiler may leave out of line.
     let mut rows: [Row<'_>; R] = [act.row(first); R];
@@ -42,6 +50,7 @@ unsafe fn tile<const R: usize>(
     let bias = _mm512_set1_epi8(-128);
     for (b, block) in blocks.chunks_exact(GROUP_BLOCK).enumerate() {
         let p = block.as_ptr();
+        prefetch.after_block();
         // SAFETY (loads): a group block holds the scales and eight runs of 64 quant bytes.
         let d = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p as *const __m256i) });
         // Loops, not closures (`map`), which the compiler may leave out of line.
