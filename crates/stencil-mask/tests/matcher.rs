@@ -8,7 +8,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{constraint, smollm2_tokenizer, tiny_vocab, tiny_vocab_with};
+use common::{
+    constraint, smollm2_tokenizer, tiny_vocab, tiny_vocab_with, validator_and_constraint,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use regex_automata::dfa::{dense, Automaton};
@@ -551,15 +553,7 @@ fn tokens_named_by_text_or_id_resolve_against_the_vocabulary() {
 fn regex_format_is_a_subset_of_valid_regexes() {
     let vocab = tiny_vocab("a");
     let schema = json!({"type": "string", "format": "regex"});
-    let validator = jsonschema::options()
-        .should_validate_formats(true)
-        .build(&schema)
-        .expect("valid schema");
-    let c = constraint(
-        ConstraintSpec::JsonSchema(schema.clone()),
-        &vocab,
-        Whitespace::Compact,
-    );
+    let (validator, c) = validator_and_constraint(&schema, &vocab);
     let accepts = |s: &str| {
         let text = json!(s).to_string();
         c.matcher()

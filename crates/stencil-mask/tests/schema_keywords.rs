@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{constraint, tiny_vocab};
+use common::{constraint, tiny_vocab, validator_and_constraint};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -67,15 +67,7 @@ fn combined_formats_and_lengths_match_the_validator() {
         json!({"type": "string", "anyOf": [{"format": "ipv4"}, {"minLength": 5, "pattern": "b"}], "not": {"maxLength": 6}}),
     ];
     for schema in schemas {
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&schema)
-            .expect("valid schema");
-        let c = constraint(
-            ConstraintSpec::JsonSchema(schema.clone()),
-            &vocab,
-            Whitespace::Compact,
-        );
+        let (validator, c) = validator_and_constraint(&schema, &vocab);
         for s in &candidates {
             let value = json!(s);
             let text = value.to_string();

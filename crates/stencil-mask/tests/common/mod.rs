@@ -62,3 +62,22 @@ pub fn constraint(spec: ConstraintSpec, vocab: &Vocab, ws: Whitespace) -> Arc<Co
     let g = compile(&spec, &opts).expect("compiles").grammar;
     Constraint::new(&g, Arc::new(TokenTrie::new(vocab)), Limits::default()).expect("constraint")
 }
+
+/// The reference for `schema` (the `jsonschema` crate's validator, formats asserted) and the
+/// constraint under test (`schema` compiled with compact whitespace over `vocab`).
+#[allow(dead_code)]
+pub fn validator_and_constraint(
+    schema: &serde_json::Value,
+    vocab: &Vocab,
+) -> (jsonschema::Validator, Arc<Constraint>) {
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .expect("valid schema");
+    let c = constraint(
+        ConstraintSpec::JsonSchema(schema.clone()),
+        vocab,
+        Whitespace::Compact,
+    );
+    (validator, c)
+}

@@ -69,20 +69,27 @@ pub(crate) trait Format {
     /// The reference arithmetic: the column in `lane` of a group (`blocks`) and one row.
     fn dot_scalar(blocks: &[u8], lane: usize, a: Row<'_>) -> f32;
 
-    /// All `m` rows of one group, with AVX2, prefetching `next` (the group read after this
-    /// one, or nothing) meanwhile ([`Prefetch`]).
+    /// All `m` rows of one group, with AVX2, prefetching the next meanwhile ([`Prefetch`]).
     ///
     /// # Safety
     /// The CPU has AVX2, FMA and F16C; `act` has `m` rows of the group's `k`.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+    unsafe fn avx2(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut);
 
     /// The same with AVX-512 VNNI.
     ///
     /// # Safety
     /// As [`Format::avx2`]'s, and the CPU has AVX-512 (F, BW, VL) with VNNI.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut);
+    unsafe fn avx512(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut);
+}
+
+/// A column group's blocks, and the group its job reads next (prefetched meanwhile; empty for
+/// none).
+#[derive(Clone, Copy)]
+pub(crate) struct Group<'a> {
+    pub blocks: &'a [u8],
+    pub next: &'a [u8],
 }
 
 /// A weight matrix of `n` output columns over `k` inputs in format `F`: `n.div_ceil(16)`
@@ -232,6 +239,7 @@ impl<F: Format> Groups<F> {
                 } else {
                     &[]
                 };
+                let group = Group { blocks, next };
                 // A job writes its own columns of the `m x n` output only.
                 let mut out = GroupOut {
                     out,
@@ -242,9 +250,9 @@ impl<F: Format> Groups<F> {
                 match kernel {
                     // SAFETY (both): the CPU has the kernel's features; `act` has `m` rows.
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx512Vnni => unsafe { F::avx512(blocks, next, act, m, &mut out) },
+                    Kernel::Avx512Vnni => unsafe { F::avx512(group, act, m, &mut out) },
                     #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx2 => unsafe { F::avx2(blocks, next, act, m, &mut out) },
+                    Kernel::Avx2 => unsafe { F::avx2(group, act, m, &mut out) },
                     _ => {
                         for r in 0..m {
                             let row = act.row(r);
@@ -349,13 +357,12 @@ impl GroupOut {
 }
 
 /// Runs `tile(first row, rows, values, prefetch)` over the `m` rows, at most `T` at a time,
-/// and writes each tile's rows. `next` is the group the job reads after this one (`&[]` for
-/// none): when there are several tiles, each gets its share of `next`'s cache lines to
-/// prefetch over the group's `blocks` ([`Prefetch`]).
+/// and writes each tile's rows. When there are several tiles, each gets its share of the next
+/// group's cache lines to prefetch over `group`'s blocks of `block_bytes` ([`Prefetch`]).
 #[inline(always)]
 pub(crate) fn row_tiles<const T: usize>(
     m: usize,
-    (blocks, next): (usize, &[u8]),
+    (group, block_bytes): (Group<'_>, usize),
     out: &mut GroupOut,
     mut tile: impl FnMut(usize, usize, &mut [[f32; GROUP]; T], Prefetch),
 ) {
@@ -365,7 +372,7 @@ pub(crate) fn row_tiles<const T: usize>(
         let rows = (m - r).min(T);
         let mut values = [[0f32; GROUP]; T];
         let prefetch = if tiles > 1 {
-            Prefetch::share(next, r / T, tiles, blocks)
+            Prefetch::share(group.next, r / T, tiles, group.blocks.len() / block_bytes)
         } else {
             Prefetch::NONE
         };

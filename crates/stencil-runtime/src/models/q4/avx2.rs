@@ -2,7 +2,7 @@
 //! row, eight `maddubs` of the unpacked nibbles by broadcast activation bytes, summed in 16-bit
 //! lanes (at most 8 · 2 · 15 · 127 < 2^15: exact), then widened by one `madd`.
 
-use super::super::quant::{row_tiles, GroupOut, Prefetch};
+use super::super::quant::{row_tiles, Group, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, NIBBLES, QK};
 use std::arch::x86_64::*;
 
@@ -13,15 +13,9 @@ const HALF: usize = GROUP / 2;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group(
-    blocks: &[u8],
-    next: &[u8],
-    act: &Activations,
-    m: usize,
-    out: &mut GroupOut,
-) {
-    let count = blocks.len() / GROUP_BLOCK;
-    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
+pub(super) unsafe fn group(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut) {
+    let blocks = group.blocks;
+    row_tiles::<TILE>(m, (group, GROUP_BLOCK), out, |r, rows, values, prefetch| {
         // The first half's pass over the blocks prefetches the tile's share.
         for (half, prefetch) in [(0, prefetch), (1, Prefetch::NONE)] {
             // SAFETY (all): the same CPU features; `rows` rows exist from `r`.

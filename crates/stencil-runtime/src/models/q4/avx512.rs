@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI kernel: a group's sixteen columns in the lanes of one register; per block
 //! and row, eight `dpbusd` of the unpacked nibbles by broadcast activation bytes.
 
-use super::super::quant::{row_tiles, GroupOut, Prefetch};
+use super::super::quant::{row_tiles, Group, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, NIBBLES, QK};
 use std::arch::x86_64::*;
 
@@ -10,15 +10,9 @@ const TILE: usize = 4;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group(
-    blocks: &[u8],
-    next: &[u8],
-    act: &Activations,
-    m: usize,
-    out: &mut GroupOut,
-) {
-    let count = blocks.len() / GROUP_BLOCK;
-    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
+pub(super) unsafe fn group(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut) {
+    let blocks = group.blocks;
+    row_tiles::<TILE>(m, (group, GROUP_BLOCK), out, |r, rows, values, prefetch| {
         // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
         unsafe {
             match rows {

@@ -18,7 +18,7 @@
 //! AVX-512 VNNI paths all reproduce step for step: every path gives the same bits on any CPU,
 //! and a row's result does not depend on which other rows run with it.
 
-use super::quant::{Activations, Format, GroupOut, Groups, Kernel, Row, GROUP, QK};
+use super::quant::{Activations, Format, Group, GroupOut, Groups, Kernel, Row, GROUP, QK};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Tensor;
 use half::f16;
@@ -128,15 +128,15 @@ impl Format for Q4 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    unsafe fn avx2(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut) {
         // SAFETY: the caller's.
-        unsafe { avx2::group(blocks, next, act, m, out) }
+        unsafe { avx2::group(group, act, m, out) }
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512(blocks: &[u8], next: &[u8], act: &Activations, m: usize, out: &mut GroupOut) {
+    unsafe fn avx512(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut) {
         // SAFETY: the caller's.
-        unsafe { avx512::group(blocks, next, act, m, out) }
+        unsafe { avx512::group(group, act, m, out) }
     }
 }
 

@@ -2,7 +2,7 @@
 //! and row, eight `dpbusd` of the quants made unsigned (`w + 128`) by broadcast activation
 //! bytes, less `128 Σ p`.
 
-use super::super::quant::{row_tiles, GroupOut, Prefetch};
+use super::super::quant::{row_tiles, Group, GroupOut, Prefetch};
 use super::{Activations, Row, GROUP, GROUP_BLOCK, QK, QUANTS};
 use std::arch::x86_64::*;
 
@@ -11,15 +11,9 @@ const TILE: usize = 4;
 
 /// One group of the matrix, all `m` rows ([`super::super::quant::Format`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group(
-    blocks: &[u8],
-    next: &[u8],
-    act: &Activations,
-    m: usize,
-    out: &mut GroupOut,
-) {
-    let count = blocks.len() / GROUP_BLOCK;
-    row_tiles::<TILE>(m, (count, next), out, |r, rows, values, prefetch| {
+pub(super) unsafe fn group(group: Group<'_>, act: &Activations, m: usize, out: &mut GroupOut) {
+    let blocks = group.blocks;
+    row_tiles::<TILE>(m, (group, GROUP_BLOCK), out, |r, rows, values, prefetch| {
         // SAFETY (all): the same CPU features; `rows` rows exist from `r`.
         unsafe {
             match rows {
