@@ -427,11 +427,7 @@ fn unique_items_over_finite_sets_match_the_validator() {
     let mut instances = vec![json!([]), json!({}), json!("x")];
     instances.extend(arrays_of(&values, 2));
     for schema in schemas {
-        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
-            let opts = Options {
-                property_order: order,
-                ..Options::default()
-            };
+        for opts in both_property_orders() {
             // `1.0` written as such (serde_json writes it so), and with spaces.
             let texts = instances.iter().flat_map(|o| {
                 [o.to_string(), o.to_string().replace(',', " , ")].map(|t| (t, o.clone()))
@@ -440,6 +436,14 @@ fn unique_items_over_finite_sets_match_the_validator() {
             assert!(valid >= 4, "{schema}: only {valid} valid instances tried");
         }
     }
+}
+
+/// The default options with each property order: members in any order, and in the schema's.
+fn both_property_orders() -> [Options; 2] {
+    [PropertyOrder::Any, PropertyOrder::Schema].map(|order| Options {
+        property_order: order,
+        ..Options::default()
+    })
 }
 
 /// `uniqueItems` over items that are not a finite set, kept by the matcher on the text:
@@ -486,11 +490,7 @@ fn distinct_items_match_the_validator() {
     ];
     instances.extend(arrays_of(&values, 3));
     for schema in schemas {
-        for order in [PropertyOrder::Any, PropertyOrder::Schema] {
-            let opts = Options {
-                property_order: order,
-                ..Options::default()
-            };
+        for opts in both_property_orders() {
             // The escape written as such (`"\u0061"` is `"a"`), and with spaces; under schema
             // order, only objects in it.
             let texts = instances.iter().flat_map(|o| {
@@ -498,7 +498,9 @@ fn distinct_items_match_the_validator() {
                 [text.clone(), text.replace(',', " , ")]
                     .map(|t| (serde_json::from_str(&t).unwrap(), t))
                     .into_iter()
-                    .filter(|(v, _)| order == PropertyOrder::Any || in_schema_order(v))
+                    .filter(|(v, _)| {
+                        opts.property_order == PropertyOrder::Any || in_schema_order(v)
+                    })
                     .map(|(v, t)| (t, v))
             });
             let (valid, invalid) = agree_with_validator(&schema, &opts, &vocab, texts);
