@@ -447,10 +447,17 @@ fn batch_interrupted_by_sigint_keeps_results_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.jsonl");
     let output = dir.path().join("out.jsonl");
+    // Line 3 is long (its schema demands 1,500 characters, some 300 tokens): results are
+    // written in input order, so after the first two nothing more can be written for seconds,
+    // and the interruption lands with lines still to run however late the poll below wakes.
     let lines: Vec<String> = (1..=12)
         .map(|i| {
-            serde_json::json!({"custom_id": format!("r{i}"), "body": {"messages": [{"role": "user", "content": format!("Tell me about the number {i}.")}], "max_tokens": 40, "temperature": 0}})
-                .to_string()
+            let mut body = serde_json::json!({"messages": [{"role": "user", "content": format!("Tell me about the number {i}.")}], "max_tokens": 40, "temperature": 0});
+            if i == 3 {
+                body["max_tokens"] = 800.into();
+                body["response_format"] = serde_json::json!({"type": "json_schema", "json_schema": {"name": "long", "schema": {"type": "object", "properties": {"story": {"type": "string", "minLength": 1500}}, "required": ["story"], "additionalProperties": false}}});
+            }
+            serde_json::json!({"custom_id": format!("r{i}"), "body": body}).to_string()
         })
         .collect();
     std::fs::write(&input, lines.join("\n")).unwrap();
