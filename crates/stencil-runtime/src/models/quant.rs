@@ -412,10 +412,12 @@ impl Prefetch {
         end: 0,
     };
 
+    /// Bytes per cache line.
+    const LINE: usize = 64;
+
     /// Share `tile` of `tiles` of `next`'s lines, over `blocks` blocks.
     fn share(next: &[u8], tile: usize, tiles: usize, blocks: usize) -> Self {
-        const LINE: usize = 64;
-        let lines = next.len().div_ceil(LINE);
+        let lines = next.len().div_ceil(Self::LINE);
         let (from, to) = (tile * lines / tiles, (tile + 1) * lines / tiles);
         Self {
             base: next.as_ptr(),
@@ -433,7 +435,7 @@ impl Prefetch {
             #[cfg(target_arch = "x86_64")]
             unsafe {
                 use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.base.add(64 * l).cast());
+                _mm_prefetch::<_MM_HINT_T0>(self.base.add(Self::LINE * l).cast());
             }
         }
     }
@@ -722,7 +724,7 @@ mod tests {
         // group smaller than its tiles.
         for (bytes, blocks, tiles) in [(18 * 320, 18, 4), (48 * 544, 48, 5), (128, 1, 8)] {
             let next = vec![0u8; bytes];
-            let mut seen = vec![0; bytes.div_ceil(64)];
+            let mut seen = vec![0; bytes.div_ceil(Prefetch::LINE)];
             for t in 0..tiles {
                 let mut share = Prefetch::share(&next, t, tiles, blocks);
                 for _ in 0..blocks {
@@ -736,6 +738,7 @@ mod tests {
                 "{bytes} {blocks} {tiles}: {seen:?}"
             );
         }
-        assert!(Prefetch::NONE.clone().due().is_empty());
+        let mut none = Prefetch::NONE;
+        assert!(none.due().is_empty());
     }
 }
