@@ -6,6 +6,7 @@
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Module, Tensor};
 
+use super::huge_pages::WeightBytes;
 use super::q4::Q4Matrix;
 use super::q8_0::Q8Matrix;
 use super::read_ahead::ReadAhead;
@@ -21,6 +22,15 @@ pub(super) enum MatMul {
 impl MatMul {
     pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         self.forward_reading_ahead(x, None)
+    }
+
+    /// The weights' bytes where our kernels hold them.
+    pub(super) fn weight_bytes(&mut self) -> Option<&mut WeightBytes> {
+        match self {
+            MatMul::Q8(m) => Some(m.groups_mut().bytes_mut()),
+            MatMul::Q4(m) => Some(m.groups_mut().bytes_mut()),
+            MatMul::Candle(_) => None,
+        }
     }
 
     /// [`MatMul::forward`], prefetching `ahead` meanwhile where our kernels run it.
@@ -77,6 +87,15 @@ impl Projections {
         }
     }
 
+    fn weight_bytes(&mut self) -> Vec<&mut WeightBytes> {
+        match self {
+            Projections::Fused { weight, .. } => weight.weight_bytes().into_iter().collect(),
+            Projections::Separate(parts) => {
+                parts.iter_mut().filter_map(MatMul::weight_bytes).collect()
+            }
+        }
+    }
+
     /// Each matrix's product with `x` (`[.., k]`), in order.
     pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
         match self {
@@ -130,6 +149,15 @@ impl RmsNorm {
 }
 
 impl Layer {
+    /// The bytes of the weights our kernels hold, in the order the forward pass reads them.
+    pub(super) fn weight_bytes(&mut self) -> Vec<&mut WeightBytes> {
+        let mut all = self.qkv.weight_bytes();
+        all.extend(self.wo.weight_bytes());
+        all.extend(self.gate_up.weight_bytes());
+        all.extend(self.down.weight_bytes());
+        all
+    }
+
     /// Q, K and V of `h`, biases added.
     pub(super) fn qkv(&self, h: &Tensor) -> candle_core::Result<[Tensor; 3]> {
         let parts: Vec<Tensor> = self

@@ -6,6 +6,7 @@
 //! scheduler, [`crate::batch`], builds on it).
 
 pub mod attention;
+mod huge_pages;
 mod layer;
 pub mod llama_safetensors;
 mod norm;

@@ -7,6 +7,7 @@
 //! yields the sixteen columns' integer sums at once, and each row then needs a handful of float
 //! operations per block for all sixteen columns.
 
+use super::huge_pages::WeightBytes;
 use super::read_ahead::ReadAhead;
 
 /// Values per block (of weights and of activations).
@@ -98,7 +99,7 @@ pub(crate) struct Group<'a> {
 pub(crate) struct Groups<F> {
     n: usize,
     k: usize,
-    bytes: Vec<u8>,
+    bytes: WeightBytes,
     format: std::marker::PhantomData<fn() -> F>,
 }
 
@@ -140,7 +141,7 @@ impl<F: Format> Groups<F> {
         Ok(Some(Self {
             n,
             k,
-            bytes,
+            bytes: WeightBytes::Own(bytes),
             format: std::marker::PhantomData,
         }))
     }
@@ -155,13 +156,18 @@ impl<F: Format> Groups<F> {
         Some(Self {
             n: parts.iter().map(|p| p.n).sum(),
             k: last.k,
-            bytes: parts.iter().flat_map(|p| p.bytes.iter().copied()).collect(),
+            bytes: WeightBytes::Own(parts.iter().flat_map(|p| p.bytes.iter().copied()).collect()),
             format: std::marker::PhantomData,
         })
     }
 
     pub(crate) fn n(&self) -> usize {
         self.n
+    }
+
+    /// The matrix's bytes, for [`super::huge_pages::move_into_huge_pages`].
+    pub(crate) fn bytes_mut(&mut self) -> &mut WeightBytes {
+        &mut self.bytes
     }
 
     /// `x @ W^T` for `x` of shape `[.., k]` (f32): `[.., n]`, prefetching `ahead` meanwhile.

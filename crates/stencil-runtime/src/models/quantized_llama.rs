@@ -209,7 +209,7 @@ impl Model {
             format,
         };
         let embed = l.dense("token_embd.weight")?;
-        let output = if l.has("output.weight") {
+        let mut output = if l.has("output.weight") {
             l.matmul("output.weight")?
         } else {
             // Tied embeddings: the output projection is the embedding matrix, kept quantized.
@@ -242,6 +242,12 @@ impl Model {
             });
             progress(i + 1, config.n_layer);
         }
+        // The weights our kernels hold, in the order a forward pass reads them, into one
+        // huge-page region (a step streams them all from memory).
+        let mut weights: Vec<_> = layers.iter_mut().flat_map(Layer::weight_bytes).collect();
+        weights.extend(output.weight_bytes());
+        let moved = super::huge_pages::move_into_huge_pages(&mut weights);
+        tracing::debug!("{moved} bytes of weights moved into a huge-page region");
         let (cos, sin) = rope_tables(&config, device).ctx("building RoPE tables")?;
         let host_attention = if device.is_cpu() {
             let table = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();

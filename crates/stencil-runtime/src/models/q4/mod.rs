@@ -93,6 +93,10 @@ impl Q4Matrix {
         &self.groups
     }
 
+    pub(crate) fn groups_mut(&mut self) -> &mut Groups<Q4> {
+        &mut self.groups
+    }
+
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
         self.groups.matmul_with(Kernel::best(), lhs, m, out)

@@ -72,6 +72,10 @@ impl Q8Matrix {
         &self.groups
     }
 
+    pub(crate) fn groups_mut(&mut self) -> &mut Groups<Q8> {
+        &mut self.groups
+    }
+
     /// `out[r * n + c] = dot(lhs row r, weight column c)` for the `m` rows of `lhs`.
     pub fn matmul(&self, lhs: &[f32], m: usize, out: &mut [f32]) {
         self.groups.matmul_with(Kernel::best(), lhs, m, out)
