@@ -67,9 +67,12 @@ pub(crate) fn move_into_huge_pages(parts: &mut [&mut WeightBytes]) -> usize {
         };
         let mut at = 0;
         let mut places = Vec::with_capacity(parts.len());
-        for p in parts.iter() {
-            if let WeightBytes::Own(v) = &**p {
-                region.bytes_mut()[at..at + v.len()].copy_from_slice(v);
+        for p in parts.iter_mut() {
+            if let WeightBytes::Own(v) = &mut **p {
+                // Each part is freed once copied: loading needs the weights' memory plus one
+                // matrix, not twice the weights.
+                let v = std::mem::take(v);
+                region.bytes_mut()[at..at + v.len()].copy_from_slice(&v);
                 places.push(Some((at, v.len())));
                 at += v.len().next_multiple_of(ALIGN);
             } else {
