@@ -376,11 +376,10 @@ fn bad_requests_get_openai_errors() {
 
 #[test]
 fn auth_body_limit_timeout_and_keepalive() {
+    // The default timeout here: the small requests must succeed however slow the machine.
     let url = start(ServerConfig {
         api_key: Some("sekret".into()),
         max_body_bytes: 16 << 10,
-        request_timeout: Duration::from_millis(1500),
-        keep_alive: Duration::from_millis(100),
         ..ServerConfig::default()
     });
     let small = json!({"messages": user("hi"), "max_tokens": 3}).to_string();
@@ -416,12 +415,27 @@ fn auth_body_limit_timeout_and_keepalive() {
     assert!(v["error"]["message"].as_str().unwrap().contains("16384"));
     // A generation past the timeout: the stream began, so the error is an SSE event and the
     // stream ends without [DONE]; keep-alive comments flowed while nothing else did.
-    // A long prompt (~2,000 tokens, seconds of prompt processing) with no output yet.
-    let prompt = format!("{} Now write a very long story.", "Once more. ".repeat(600));
-    let body = json!({"messages": user(&prompt), "max_tokens": 2000, "stream": true, "temperature": 0.8, "seed": 1}).to_string();
+    // A long prompt (~2,000 tokens, seconds of prompt processing) with no output yet, then an
+    // output that cannot end early (an array of at least 1,000 numbers): well past the
+    // timeout on any CPU, however fast.
+    let url = start(ServerConfig {
+        request_timeout: Duration::from_millis(1500),
+        keep_alive: Duration::from_millis(100),
+        ..ServerConfig::default()
+    });
+    let prompt = format!("{} Now write a very long list.", "Once more. ".repeat(600));
+    let long = json!({"type": "array", "items": {"type": "integer"}, "minItems": 1000});
+    let body = json!({
+        "messages": user(&prompt),
+        "max_tokens": 5000,
+        "stream": true,
+        "temperature": 0.8,
+        "seed": 1,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "long", "schema": long}},
+    })
+    .to_string();
     let resp = ureq::post(&format!("{url}/v1/chat/completions"))
         .set("Content-Type", "application/json")
-        .set("Authorization", "Bearer sekret")
         .send_string(&body)
         .unwrap();
     let mut bytes = Vec::new();
