@@ -98,74 +98,34 @@ pub(crate) fn move_into_huge_pages(parts: &mut [&mut WeightBytes]) -> usize {
     }
 }
 
-/// An anonymous private mapping, its usable part aligned to [`HUGE_PAGE`].
+/// An anonymous private mapping (`memmap2`), its usable part aligned to [`HUGE_PAGE`].
 #[cfg(target_os = "linux")]
 pub(crate) struct Region {
-    /// The whole mapping (for `munmap`).
-    map: *mut libc::c_void,
-    map_len: usize,
-    /// The aligned part.
-    start: *mut u8,
+    map: memmap2::MmapMut,
+    /// Where the aligned part starts in the mapping, and its length.
+    skip: usize,
     len: usize,
 }
-
-// SAFETY: the region is plain memory owned by this value; after the copies in
-// `move_into_huge_pages` it is only read.
-#[cfg(target_os = "linux")]
-unsafe impl Send for Region {}
-#[cfg(target_os = "linux")]
-unsafe impl Sync for Region {}
 
 #[cfg(target_os = "linux")]
 impl Region {
     /// Maps `len` bytes (zeroed, untouched) at a huge-page boundary and asks for huge pages.
     fn map(len: usize) -> Option<Self> {
         let len = len.next_multiple_of(HUGE_PAGE);
-        let map_len = len + HUGE_PAGE;
-        // SAFETY: a fresh anonymous mapping; the result is checked.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return None;
-        }
-        let skip = (map as usize).next_multiple_of(HUGE_PAGE) - map as usize;
-        // SAFETY: `skip < HUGE_PAGE`, so `start..start + len` is inside the mapping.
-        let start = unsafe { map.cast::<u8>().add(skip) };
+        let map = memmap2::MmapMut::map_anon(len + HUGE_PAGE).ok()?;
+        let at = map.as_ptr() as usize;
+        let skip = at.next_multiple_of(HUGE_PAGE) - at;
         // Advice only: where the kernel declines, the region still works in small pages.
-        // SAFETY: the range is mapped.
-        unsafe { libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE) };
-        Some(Self {
-            map,
-            map_len,
-            start,
-            len,
-        })
+        let _ = map.advise_range(memmap2::Advice::HugePage, skip, len);
+        Some(Self { map, skip, len })
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: `start..start + len` is mapped, readable and owned by `self`.
-        unsafe { std::slice::from_raw_parts(self.start, self.len) }
+        &self.map[self.skip..self.skip + self.len]
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as `bytes`, and `&mut self` is the only access.
-        unsafe { std::slice::from_raw_parts_mut(self.start, self.len) }
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.map, self.map_len) };
+        &mut self.map[self.skip..self.skip + self.len]
     }
 }
 
