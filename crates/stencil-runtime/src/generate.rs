@@ -28,6 +28,9 @@ use crate::error::{CandleContext, Result, RuntimeError};
 use crate::models::{LanguageModel, Session};
 use crate::sampler::Sampler;
 use crate::stream::{StreamEvent, TextStream};
+use mask_thread::MaskThread;
+
+mod mask_thread;
 use crate::tokenizer::Tokenizer;
 
 /// Why generation ended (OpenAI's `finish_reason`).
@@ -84,6 +87,8 @@ pub struct Generator<'m> {
     /// The constraint's mask for the current step: always computed during the forward pass
     /// that produced `logits`.
     mask: TokenSet,
+    /// Computes the masks (only with a constraint; then `matcher` is `None` only if it failed).
+    mask_thread: Option<MaskThread>,
     fast_forward: bool,
     forced_tokens: usize,
     loop_guard: bool,
@@ -162,9 +167,16 @@ impl<'m> Generator<'m> {
         } else {
             0
         });
+        let mask_thread = matcher.is_some().then(MaskThread::start).transpose()?;
         let mut session = model.new_session()?;
         let start = Instant::now();
-        let logits = forward_with_mask(&mut *session, prompt, matcher.as_mut(), &mut mask)?;
+        let logits = forward_with_mask(
+            &mut *session,
+            prompt,
+            mask_thread.as_ref(),
+            &mut matcher,
+            &mut mask,
+        )?;
         let timings = Timings {
             prompt: start.elapsed(),
             decode: Duration::ZERO,
@@ -186,6 +198,7 @@ impl<'m> Generator<'m> {
             matched_stop: None,
             timings,
             mask,
+            mask_thread,
             matcher,
             fast_forward: params.fast_forward,
             forced_tokens: 0,
@@ -205,8 +218,13 @@ impl<'m> Generator<'m> {
     /// Sets the logits of every token the constraint forbids to `-inf` (ids beyond the
     /// tokenizer's vocabulary, which some models pad to, included).
     fn apply_mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        if self.matcher.is_none() {
+        if self.mask_thread.is_none() {
             return Ok(());
+        }
+        if self.matcher.is_none() {
+            return Err(RuntimeError::Generation(
+                "the constraint's state was lost (the mask thread failed)".into(),
+            ));
         }
         self.mask.fill_outside(logits, f32::NEG_INFINITY);
         Ok(())
@@ -263,7 +281,8 @@ impl<'m> Generator<'m> {
                 self.logits = forward_with_mask(
                     &mut *self.session,
                     &feed,
-                    self.matcher.as_mut(),
+                    self.mask_thread.as_ref(),
+                    &mut self.matcher,
                     &mut self.mask,
                 )?;
             }
@@ -503,32 +522,25 @@ pub fn generate(
     g.into_generation()
 }
 
-/// Runs `tokens` through the model and, at the same time on another thread, computes the
+/// Runs `tokens` through the model and, at the same time on the mask thread, computes the
 /// constraint's mask for the step after them, so that the mask costs no wall time when it is
 /// cheaper than the forward pass.
 fn forward_with_mask(
     session: &mut dyn Session,
     tokens: &[u32],
-    matcher: Option<&mut Matcher>,
+    mask_thread: Option<&MaskThread>,
+    matcher: &mut Option<Matcher>,
     mask: &mut TokenSet,
 ) -> Result<Vec<f32>> {
-    let forward = |session: &mut dyn Session| -> Result<Vec<f32>> {
+    let mut forward = move || -> Result<Vec<f32>> {
         session
             .forward(tokens)?
             .to_vec1::<f32>()
             .ctx("reading logits")
     };
-    match matcher {
-        None => forward(session),
-        Some(m) => std::thread::scope(|s| {
-            let masking = s.spawn(|| m.compute_mask(mask));
-            let logits = forward(session);
-            match masking.join() {
-                Ok(r) => r?,
-                Err(_) => return Err(RuntimeError::Generation("the mask thread panicked".into())),
-            }
-            logits
-        }),
+    match mask_thread {
+        Some(t) => t.alongside(matcher, mask, forward),
+        None => forward(),
     }
 }
 
