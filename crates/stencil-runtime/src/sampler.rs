@@ -167,42 +167,48 @@ fn max_finite(xs: &[f32]) -> f32 {
 fn draw_dense(mut r: f32, weights: &[f32], min_w: f32) -> Option<u32> {
     const RUN: usize = 64;
     let kept = |w: f32| if w > 0.0 && w >= min_w { w } else { 0.0 };
-    let mut last = None;
+    // The last run passed with some weight: its last kept token is the answer when rounding
+    // leaves `r` past every run (looked up only then).
+    let mut last_run = None;
     for (c, run) in weights.chunks(RUN).enumerate() {
         let mut lanes = [0f32; 8];
-        for eight in run.chunks(8) {
+        let mut eights = run.chunks_exact(8);
+        for eight in &mut eights {
             for (l, &w) in lanes.iter_mut().zip(eight) {
                 *l += kept(w);
             }
+        }
+        for (l, &w) in lanes.iter_mut().zip(eights.remainder()) {
+            *l += kept(w);
         }
         let total = (lanes[0] + lanes[4] + (lanes[1] + lanes[5]))
             + (lanes[2] + lanes[6] + (lanes[3] + lanes[7]));
         if total <= 0.0 {
             continue;
         }
-        let ids = (c * RUN) as u32..;
+        last_run = Some(c);
         if r >= total {
             r -= total;
-            last = ids
-                .zip(run)
-                .filter(|(_, &w)| kept(w) > 0.0)
-                .last()
-                .map(|(x, _)| x);
             continue;
         }
-        for (x, &w) in ids.zip(run) {
+        for (x, &w) in ((c * RUN) as u32..).zip(run) {
             let w = kept(w);
             if w > 0.0 {
                 if r < w {
                     return Some(x);
                 }
                 r -= w;
-                last = Some(x);
             }
         }
         // Rounding left `r` past the run's last token: the next runs take what is left.
     }
-    last
+    let c = last_run?;
+    let run = &weights[c * RUN..weights.len().min((c + 1) * RUN)];
+    ((c * RUN) as u32..)
+        .zip(run)
+        .filter(|(_, &w)| kept(w) > 0.0)
+        .last()
+        .map(|(x, _)| x)
 }
 
 /// The candidate at `r` in the running sum of the weights at least `min_w` (min-p is
@@ -282,6 +288,15 @@ mod tests {
         // Past the total: the last kept token; nothing kept: none.
         let last = weights.iter().rposition(|&w| w > 0.0).map(|i| i as u32);
         assert_eq!(draw_dense(total * 2.0, &weights, 0.0), last);
+        // A last run of 35 (not whole eights) under min-p: the last token min-p keeps.
+        let odd = &weights[..995];
+        let last_kept = odd.iter().rposition(|&w| w >= 0.5).map(|i| i as u32);
+        assert!(last_kept.is_some_and(|i| i >= 960));
+        assert_eq!(draw_dense(total * 2.0, odd, 0.5), last_kept);
+        // The tail's weights count in the draw: a draw inside the last run lands there.
+        let odd_total: f32 = odd.iter().sum();
+        let tail = draw_dense(odd_total - 0.01, odd, 0.0).unwrap();
+        assert!(tail >= 960, "{tail}");
         assert_eq!(draw_dense(0.5, &[0.0; 100], 0.0), None);
         assert_eq!(max_finite(&[f32::NAN, -3.0, f32::INFINITY, -1.0]), -1.0);
         assert_eq!(max_finite(&[f32::NEG_INFINITY; 40]), f32::NEG_INFINITY);
