@@ -28,10 +28,10 @@ use crate::error::{CandleContext, Result, RuntimeError};
 use crate::models::{LanguageModel, Session};
 use crate::sampler::Sampler;
 use crate::stream::{StreamEvent, TextStream};
+use crate::tokenizer::Tokenizer;
 use mask_thread::MaskThread;
 
 mod mask_thread;
-use crate::tokenizer::Tokenizer;
 
 /// Why generation ended (OpenAI's `finish_reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

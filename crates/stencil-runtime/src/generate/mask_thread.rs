@@ -50,8 +50,9 @@ impl MaskThread {
     }
 
     /// Runs `work` on this thread while the helper computes `matcher`'s mask into `mask`;
-    /// both are back in place when it returns, unless the helper died (then `matcher` is left
-    /// `None` and the error says so: the caller must not sample without the mask).
+    /// both are back in place when it returns, unless the helper died computing it (then
+    /// `matcher` is left `None` and the error says so: the caller must not sample without the
+    /// mask).
     pub fn alongside<T>(
         &self,
         matcher: &mut Option<Matcher>,
@@ -71,25 +72,21 @@ impl MaskThread {
             None => Err(job),
         };
         if let Err(job) = sent {
-            // The helper is gone but the job came back: compute here.
-            let Job {
-                matcher: mut m,
-                mask: mut set,
-                ..
-            } = job;
-            let result = m.compute_mask(&mut set);
-            (*matcher, *mask) = (Some(m), set);
-            result?;
-            return work();
+            // The helper stops only when dropped or after a panic, which lost the matcher
+            // then; should it be gone anyway, the matcher goes back with the error.
+            (*matcher, *mask) = (Some(job.matcher), job.mask);
+            return Err(stopped());
         }
         let out = work();
-        let job = self.done.recv().map_err(|_| {
-            RuntimeError::Generation("the mask thread stopped while computing a mask".into())
-        })?;
+        let job = self.done.recv().map_err(|_| stopped())?;
         (*matcher, *mask) = (Some(job.matcher), job.mask);
         job.result?;
         out
     }
+}
+
+fn stopped() -> RuntimeError {
+    RuntimeError::Generation("the mask thread has stopped".into())
 }
 
 impl Drop for MaskThread {
