@@ -50,16 +50,40 @@ impl TokenSet {
 
     /// Sets `values[i] = fill` for every index `i` not in the set (indices past the set's
     /// length included), a word of 64 ids at a time: how a mask is applied to logits.
+    ///
+    /// A word's cost follows the smaller of its members and its non-members (a mask is
+    /// nearly empty in JSON structure and nearly full inside a string), not its 64 bits.
     pub fn fill_outside<T: Copy>(&self, values: &mut [T], fill: T) {
         let mut chunks = values.chunks_mut(64);
         // Words first: zip takes from its first side before the second ends it.
         for (&w, chunk) in self.words.iter().zip(&mut chunks) {
-            if w == u64::MAX {
+            // Bits past the chunk (the set's length) are never set.
+            let outside = !w & (u64::MAX >> (64 - chunk.len()));
+            if outside == 0 {
                 continue;
             }
-            for (i, v) in chunk.iter_mut().enumerate() {
-                if w >> i & 1 == 0 {
-                    *v = fill;
+            if w == 0 {
+                chunk.fill(fill);
+            } else if w.count_ones() <= 32 {
+                // Few members: keep them aside, fill the chunk, put them back.
+                let mut kept = [(0u8, fill); 32];
+                let mut n = 0;
+                let mut bits = w;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    kept[n] = (i as u8, chunk[i]);
+                    n += 1;
+                    bits &= bits - 1;
+                }
+                chunk.fill(fill);
+                for &(i, v) in &kept[..n] {
+                    chunk[i as usize] = v;
+                }
+            } else {
+                let mut bits = outside;
+                while bits != 0 {
+                    chunk[bits.trailing_zeros() as usize] = fill;
+                    bits &= bits - 1;
                 }
             }
         }
@@ -137,14 +161,22 @@ mod tests {
 
     #[test]
     fn fill_outside_keeps_members_only() {
-        for len in [1usize, 63, 64, 65, 130] {
+        for len in [1usize, 63, 64, 65, 130, 200, 260] {
             let mut set = TokenSet::new(len);
+            // By word: all ids in, most in, a few in, none, then most in again (a short
+            // last word when the length is no multiple of 64).
+            let member = |i: u32| match i / 64 {
+                0 => true,
+                2 => i.is_multiple_of(7),
+                3 => false,
+                _ => i % 5 != 2,
+            };
             (0..len as u32)
-                .filter(|i| i % 5 != 2)
+                .filter(|&i| member(i))
                 .for_each(|i| set.insert(i));
-            // A full word, then values past the set's length (a vocabulary padded by the model).
-            if len >= 64 {
-                (0..64).for_each(|i| set.insert(i));
+            if len < 64 {
+                // A short first word, most ids in.
+                set.remove(0);
             }
             let mut values: Vec<i32> = (0..len as i32 + 70).collect();
             set.fill_outside(&mut values, -1);
