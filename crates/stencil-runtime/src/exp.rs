@@ -34,8 +34,11 @@ const EXP_POLY: [f32; 6] = [
 /// (element `i` in lane `i % 8`, then the lanes in a fixed order). The AVX2 path gives the
 /// same bits.
 pub(crate) fn softmax_weights(logits: &[f32], t: f32, max: f32, out: &mut Vec<f32>) -> f32 {
-    out.clear();
-    out.resize(logits.len(), 0.0);
+    // Every element is written below: sized once, never zeroed again.
+    if out.len() != logits.len() {
+        out.clear();
+        out.resize(logits.len(), 0.0);
+    }
     let mut lanes = [0f32; 8];
     let mut from = 0;
     #[cfg(target_arch = "x86_64")]

@@ -17,6 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use candle_core::{CpuStorage, Storage, Tensor};
 use serde::Serialize;
 use stencil_grammar::ir::special_token_bytes;
 use stencil_mask::{Constraint, MaskError, Matcher, TokenSet};
@@ -87,7 +88,11 @@ pub struct Generator<'m> {
     /// The constraint's mask for the current step: always computed during the forward pass
     /// that produced `logits`.
     mask: TokenSet,
-    /// Computes the masks (only with a constraint; then `matcher` is `None` only if it failed).
+    /// Whether a constraint masks every step (then `matcher` is `None` only if it was lost).
+    constrained: bool,
+    /// Computes the masks during the forward pass of a session that computes on this thread;
+    /// a batched session's forward runs on the scheduler's threads, and this thread computes
+    /// them while it waits.
     mask_thread: Option<MaskThread>,
     fast_forward: bool,
     forced_tokens: usize,
@@ -167,15 +172,19 @@ impl<'m> Generator<'m> {
         } else {
             0
         });
-        let mask_thread = matcher.is_some().then(MaskThread::start).transpose()?;
         let mut session = model.new_session()?;
+        let constrained = matcher.is_some();
+        let mask_thread = (constrained && !session.runs_elsewhere())
+            .then(MaskThread::start)
+            .transpose()?;
         let start = Instant::now();
-        let logits = forward_with_mask(
+        let mut logits = Vec::new();
+        forward_with_mask(
             &mut *session,
             prompt,
             mask_thread.as_ref(),
-            &mut matcher,
-            &mut mask,
+            (&mut matcher, &mut mask),
+            &mut logits,
         )?;
         let timings = Timings {
             prompt: start.elapsed(),
@@ -198,6 +207,7 @@ impl<'m> Generator<'m> {
             matched_stop: None,
             timings,
             mask,
+            constrained,
             mask_thread,
             matcher,
             fast_forward: params.fast_forward,
@@ -218,7 +228,7 @@ impl<'m> Generator<'m> {
     /// Sets the logits of every token the constraint forbids to `-inf` (ids beyond the
     /// tokenizer's vocabulary, which some models pad to, included).
     fn apply_mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        if self.mask_thread.is_none() {
+        if !self.constrained {
             return Ok(());
         }
         if self.matcher.is_none() {
@@ -278,12 +288,12 @@ impl<'m> Generator<'m> {
                 return Ok(Some(chunk));
             }
             if self.generated.len() < self.max_tokens {
-                self.logits = forward_with_mask(
+                forward_with_mask(
                     &mut *self.session,
                     &feed,
                     self.mask_thread.as_ref(),
-                    &mut self.matcher,
-                    &mut self.mask,
+                    (&mut self.matcher, &mut self.mask),
+                    &mut self.logits,
                 )?;
             }
             self.timings.decode += start.elapsed();
@@ -522,26 +532,48 @@ pub fn generate(
     g.into_generation()
 }
 
-/// Runs `tokens` through the model and, at the same time on the mask thread, computes the
-/// constraint's mask for the step after them, so that the mask costs no wall time when it is
-/// cheaper than the forward pass.
+/// Runs `tokens` through the model into `logits` and, at the same time, computes the
+/// constraint's mask for the step after them (on the mask thread, or on this one while a
+/// batched forward runs elsewhere), so that the mask costs no wall time when it is cheaper
+/// than the forward pass.
 fn forward_with_mask(
     session: &mut dyn Session,
     tokens: &[u32],
     mask_thread: Option<&MaskThread>,
-    matcher: &mut Option<Matcher>,
-    mask: &mut TokenSet,
-) -> Result<Vec<f32>> {
-    let mut forward = move || -> Result<Vec<f32>> {
-        session
-            .forward(tokens)?
-            .to_vec1::<f32>()
-            .ctx("reading logits")
-    };
-    match mask_thread {
-        Some(t) => t.alongside(matcher, mask, forward),
-        None => forward(),
+    (matcher, mask): (&mut Option<Matcher>, &mut TokenSet),
+    logits: &mut Vec<f32>,
+) -> Result<()> {
+    match (mask_thread, matcher.as_mut()) {
+        (Some(t), _) => t.alongside(matcher, mask, || {
+            read_logits(&session.forward(tokens)?, logits)
+        }),
+        (None, Some(m)) => {
+            let mut masked = Ok(());
+            let out = session.forward_overlapped(tokens, &mut || masked = m.compute_mask(mask));
+            masked?;
+            read_logits(&out?, logits)
+        }
+        (None, None) => read_logits(&session.forward(tokens)?, logits),
     }
+}
+
+/// Copies a `[vocab]` logits tensor into `out`, reusing its allocation: a fresh vector per
+/// token (`to_vec1`) cost about as much again as the copy, page faults included.
+fn read_logits(t: &Tensor, out: &mut Vec<f32>) -> Result<()> {
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (Storage::Cpu(CpuStorage::F32(data)), Some((from, to))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            if t.rank() == 1 {
+                out.clear();
+                out.extend_from_slice(&data[from..to]);
+                return Ok(());
+            }
+        }
+    }
+    *out = t.to_vec1::<f32>().ctx("reading logits")?;
+    Ok(())
 }
 
 #[cfg(test)]

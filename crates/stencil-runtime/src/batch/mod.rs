@@ -335,12 +335,23 @@ struct Handle {
 
 impl Session for Handle {
     fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
+        self.forward_overlapped(tokens, &mut || {})
+    }
+    fn runs_elsewhere(&self) -> bool {
+        true
+    }
+    fn forward_overlapped(
+        &mut self,
+        tokens: &[u32],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Tensor> {
         let (reply, answer) = mpsc::channel();
         self.shared.send(Msg::Forward {
             id: self.id,
             tokens: tokens.to_vec(),
             reply,
         })?;
+        meanwhile();
         let logits = answer.recv().map_err(|_| stopped())??;
         self.tokens.extend_from_slice(tokens);
         Ok(logits)

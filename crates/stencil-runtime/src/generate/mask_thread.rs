@@ -1,5 +1,7 @@
 //! The helper thread of a constrained generation: it computes the constraint's mask for the
-//! next step while the forward pass runs on the generation's own thread.
+//! next step while the forward pass runs on the generation's own thread. (A batched session's
+//! forward runs on the scheduler's threads instead; the generation's thread then computes the
+//! mask itself while it waits, with no helper: [`crate::models::Session::forward_overlapped`].)
 //!
 //! One thread for the whole generation, handed the matcher and the mask each step (moves, no
 //! copies), instead of a thread spawned per token: a spawn and join cost tens of microseconds

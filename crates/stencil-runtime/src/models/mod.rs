@@ -170,6 +170,21 @@ pub struct BatchStep<'s, 'm> {
 pub trait Session: Send {
     /// Appends `tokens` and returns the next-token logits after the last one (`[vocab]`).
     fn forward(&mut self, tokens: &[u32]) -> Result<Tensor>;
+    /// Whether [`Session::forward`] runs on another thread (a batch scheduler's) while the
+    /// calling thread waits: then [`Session::forward_overlapped`] gives that wait to other work.
+    fn runs_elsewhere(&self) -> bool {
+        false
+    }
+    /// [`Session::forward`], running `meanwhile` on the calling thread while the tokens run
+    /// elsewhere; a session that computes on the calling thread runs `meanwhile` first.
+    fn forward_overlapped(
+        &mut self,
+        tokens: &[u32],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Tensor> {
+        meanwhile();
+        self.forward(tokens)
+    }
     /// Tokens processed so far.
     fn tokens(&self) -> &[u32];
     /// Forgets every token from position `len` on (for rollback and prompt-prefix reuse).
