@@ -154,7 +154,20 @@ fn generate(engine: &dyn Engine, job: RunJob, counts: &Stats) {
             ControlFlow::Continue(())
         }
     };
-    let result = engine.run(&job.prepared, &mut sink);
+    // A panic fails this request only: the thread lives on to serve the next one.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine.run(&job.prepared, &mut sink)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".into());
+        Err(RuntimeError::Generation(format!(
+            "internal error (a panic: {what})"
+        )))
+    });
     counts.running.fetch_sub(1, Ordering::Relaxed);
     let counter = match &result {
         Ok(outcome) => {

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use stencil_openai::client::Client;
 use stencil_openai::sse::SseDecoder;
 use stencil_server::ServerConfig;
-use support::{main_server, post, raw, repo, start, user};
+use support::{engine, main_server, post, raw, repo, start, start_with, user};
 
 #[test]
 fn plain_chat_and_its_stream_agree() {
@@ -514,6 +514,54 @@ fn disconnect_cancels_and_full_queue_is_429() {
         .as_str()
         .unwrap()
         .contains("queue is full"));
+}
+
+/// The real engine, except that a request for exactly 7 tokens panics inside generation.
+struct PanicsOnCue(std::sync::Arc<stencil_runtime::engine::ChatEngine>);
+
+impl stencil_server::Engine for PanicsOnCue {
+    fn model_id(&self) -> String {
+        stencil_server::Engine::model_id(self.0.as_ref())
+    }
+    fn prepare(
+        &self,
+        req: &stencil_types::ChatRequest,
+    ) -> Result<stencil_runtime::engine::Prepared, stencil_runtime::RuntimeError> {
+        self.0.prepare(req)
+    }
+    fn run(
+        &self,
+        prepared: &stencil_runtime::engine::Prepared,
+        sink: &mut dyn FnMut(stencil_runtime::tools::ToolEvent) -> std::ops::ControlFlow<()>,
+    ) -> Result<stencil_types::ChatOutcome, stencil_runtime::RuntimeError> {
+        assert_ne!(prepared.params.max_tokens, 7, "panic on cue");
+        self.0.run(prepared, sink)
+    }
+}
+
+/// A panic inside one generation fails that request with a 500 and leaves the server whole:
+/// its only generation thread serves the next request.
+#[test]
+fn a_panic_fails_its_request_only() {
+    let url = start_with(
+        std::sync::Arc::new(PanicsOnCue(engine())),
+        ServerConfig::default(),
+    );
+    let ask = |max_tokens: usize| {
+        let (url, (tx, rx)) = (url.clone(), std::sync::mpsc::channel());
+        let body = json!({"messages": user("hi"), "max_tokens": max_tokens}).to_string();
+        std::thread::spawn(move || tx.send(post(&url, "/v1/chat/completions", &body, None)));
+        rx.recv_timeout(Duration::from_secs(120))
+            .expect("no answer within 120 s")
+    };
+    let (status, body) = ask(7);
+    assert_eq!(status, 500, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("panic on cue"), "{body}");
+    for _ in 0..2 {
+        let (status, body) = ask(3);
+        assert_eq!(status, 200, "{body}");
+    }
 }
 
 /// A web page cannot drive the local server: JSON only, Host checked against DNS rebinding,

@@ -34,7 +34,11 @@ pub fn engine() -> Arc<ChatEngine> {
 
 /// Starts a server on a free loopback port; returns its base URL.
 pub fn start(config: ServerConfig) -> String {
-    let engine: Arc<dyn stencil_server::Engine> = engine();
+    start_with(engine(), config)
+}
+
+/// [`start`] with another engine.
+pub fn start_with(engine: Arc<dyn stencil_server::Engine>, config: ServerConfig) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
