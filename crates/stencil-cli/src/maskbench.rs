@@ -156,10 +156,7 @@ pub fn run_schema(
         Ok(Ok(())) => {}
         Ok(Err(e)) => r.error = Some(format!("{e:#}").chars().take(500).collect()),
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or(p.downcast_ref::<&str>().map(|s| s.to_string()));
+            let msg = stencil_runtime::error::panic_message(p.as_ref());
             r.error = Some(format!("panic: {}", msg.unwrap_or_default()));
             (
                 r.compiled,

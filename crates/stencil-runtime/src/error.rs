@@ -103,3 +103,12 @@ pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) ->
     let path = path.into();
     move |source| RuntimeError::Io { path, source }
 }
+
+/// The message of a caught panic (`catch_unwind`'s payload) when it carries one: a `panic!`
+/// with a literal or a formatted message.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::{CpuStorage, Storage, Tensor};
+use candle_core::{Storage, Tensor};
 use serde::Serialize;
 use stencil_grammar::ir::special_token_bytes;
 use stencil_mask::{Constraint, MaskError, Matcher, TokenSet};
@@ -562,12 +562,11 @@ fn forward_with_mask(
 fn read_logits(t: &Tensor, out: &mut Vec<f32>) -> Result<()> {
     {
         let (storage, layout) = t.storage_and_layout();
-        if let (Storage::Cpu(CpuStorage::F32(data)), Some((from, to))) =
-            (&*storage, layout.contiguous_offsets())
-        {
-            if t.rank() == 1 {
+        if let Storage::Cpu(cpu) = &*storage {
+            // Contiguous f32 of one row: copied in place; anything else goes through candle.
+            if let Ok((data, [], _)) = crate::models::row_input("logits", cpu, layout) {
                 out.clear();
-                out.extend_from_slice(&data[from..to]);
+                out.extend_from_slice(data);
                 return Ok(());
             }
         }

@@ -10,6 +10,7 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
 use stencil_runtime::engine::Prepared;
+use stencil_runtime::error::panic_message;
 use stencil_runtime::tools::ToolEvent;
 use stencil_runtime::RuntimeError;
 use stencil_types::{ChatOutcome, ChatRequest};
@@ -159,11 +160,7 @@ fn generate(engine: &dyn Engine, job: RunJob, counts: &Stats) {
         engine.run(&job.prepared, &mut sink)
     }))
     .unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown cause".into());
+        let what = panic_message(panic.as_ref()).unwrap_or_else(|| "unknown cause".into());
         Err(RuntimeError::Generation(format!(
             "internal error (a panic: {what})"
         )))
