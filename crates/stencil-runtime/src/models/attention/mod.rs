@@ -4,9 +4,9 @@
 //! Done with candle ops, attention costs about a dozen small ops per sequence and layer, which
 //! for a batch of decoding sequences costs more than the weight matmuls. Here one call covers
 //! every row, in one pool call of two phases (`models/pool.rs`): row by row, RoPE and the new
-//! keys and values into each sequence's cache; then (row, head) units of attention, each
-//! reading only its own sequence's cache, so a sequence's result does not depend on what else
-//! is in the batch.
+//! keys and values into each sequence's cache; then (row, KV head) units of attention
+//! (`kernel.rs`), each reading only its own sequence's cache, so a sequence's result does not
+//! depend on what else is in the batch.
 
 use std::cell::RefCell;
 
@@ -14,6 +14,9 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::pool::{Disjoint, Phase};
+use kernel::{attend_shared, Head};
+
+mod kernel;
 
 /// One layer's keys and values of one sequence, `[position][n_kv_head * head_dim]`, in f16
 /// (as llama.cpp's default cache): at long contexts decoding is bound by reading the cache.
@@ -134,31 +137,31 @@ impl Attention {
         let out_rows = Disjoint::new(&mut out);
         let group = nh / nkv;
         let scale = 1.0 / (hd as f32).sqrt();
-        // Second phase, (row, head) by (row, head): attention over the sequence's cache.
+        // Second phase, by (row, KV head): attention of the row's query heads that share the
+        // KV head (grouped-query attention) over the sequence's cache.
         let unit = |u: usize| {
-            let (r, h) = (u / nh, u % nh);
-            let g = h / group;
+            let (r, g) = (u / nkv, u % nkv);
             let (ck, cv, len) = &caches[row_seq[r]];
+            let first = r * qw + g * group * hd;
             // SAFETY (parts): after the first phase the caches and queries are only read,
-            // and unit (r, h) alone writes its `hd` elements of `out`.
+            // and unit (r, g) alone writes its heads' elements of `out`.
             let (keys, values) = unsafe { (ck.read(0..*len), cv.read(0..*len)) };
-            let qh = unsafe { q_rows.read(r * qw + h * hd..r * qw + (h + 1) * hd) };
-            let y = unsafe { out_rows.part(r * qw + h * hd..r * qw + (h + 1) * hd) };
-            SCORES.with(|s| {
-                let head = Head {
-                    q: qh,
+            let y = unsafe { out_rows.part(first..first + group * hd) };
+            let heads: Vec<Head<'_>> = (0..group)
+                .map(|h| Head {
+                    q: unsafe { q_rows.read(first + h * hd..first + (h + 1) * hd) },
                     keys,
                     values,
                     stride: kw,
                     offset: g * hd,
                     len: row_pos[r] + 1,
                     scale,
-                };
-                head.attend(&mut s.borrow_mut(), y);
-            });
+                })
+                .collect();
+            SCORES.with(|s| attend_shared(&heads, &mut s.borrow_mut(), y));
         };
         let units = |range: std::ops::Range<usize>| range.for_each(unit);
-        super::pool::in_phases(Phase::new(total, &append), Phase::new(total * nh, &units));
+        super::pool::in_phases(Phase::new(total, &append), Phase::new(total * nkv, &units));
         out
     }
 
@@ -179,210 +182,6 @@ impl Attention {
             x[a] = x0 * cos[i] - x1 * sin[i];
             x[b] = x0 * sin[i] + x1 * cos[i];
         }
-    }
-}
-
-/// One (row, head) unit: a query against `len` cached positions of one KV head.
-struct Head<'a> {
-    q: &'a [f32],
-    keys: &'a [f16],
-    values: &'a [f16],
-    /// Values per cached position, and where this KV head starts in one.
-    stride: usize,
-    offset: usize,
-    len: usize,
-    scale: f32,
-}
-
-/// Lanes of the fixed-order sums (one AVX2 register of f32).
-const LANES: usize = 8;
-
-impl Head<'_> {
-    /// Writes softmax(q k^T * scale) v into `y` (zeroed), with `scores` as scratch.
-    ///
-    /// Every sum runs in eight lanes of FMAs in a fixed order and `exp` is [`crate::exp::exp`], so the
-    /// AVX2 path and the portable one give the same bits.
-    fn attend(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.q.len().is_multiple_of(LANES) && super::simd() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time); rows are whole
-            // registers.
-            return unsafe { avx2::attend(self, scores, y) };
-        }
-        self.attend_portable(scores, y)
-    }
-
-    fn attend_portable(&self, scores: &mut Vec<f32>, y: &mut [f32]) {
-        let hd = y.len();
-        scores.clear();
-        let mut max = f32::NEG_INFINITY;
-        for j in 0..self.len {
-            let at = j * self.stride + self.offset;
-            let mut acc = [0f32; LANES];
-            for (i, (&q, &k)) in self.q.iter().zip(&self.keys[at..at + hd]).enumerate() {
-                acc[i % LANES] = q.mul_add(k.to_f32(), acc[i % LANES]);
-            }
-            let x = hsum(acc) * self.scale;
-            max = max.max(x);
-            scores.push(x);
-        }
-        let mut lanes = [0f32; LANES];
-        for (j, x) in scores.iter_mut().enumerate() {
-            *x = crate::exp::exp(*x - max);
-            lanes[j % LANES] += *x;
-        }
-        let sum = hsum(lanes);
-        for (j, &w) in scores.iter().enumerate() {
-            let at = j * self.stride + self.offset;
-            for (o, &v) in y.iter_mut().zip(&self.values[at..at + hd]) {
-                *o = w.mul_add(v.to_f32(), *o);
-            }
-        }
-        let inv = 1.0 / sum;
-        y.iter_mut().for_each(|o| *o *= inv);
-    }
-}
-
-/// The AVX2 horizontal sum order: lane `i` plus lane `i + 4`, then neighbours (`hadd`).
-fn hsum(v: [f32; LANES]) -> f32 {
-    let r: [f32; 4] = std::array::from_fn(|i| v[i] + v[i + 4]);
-    (r[0] + r[1]) + (r[2] + r[3])
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{Head, LANES};
-    use crate::exp::avx2::exp;
-    use std::arch::x86_64::*;
-
-    /// [`Head::attend_portable`] eight lanes at a time: scores for eight positions at once
-    /// (eight independent FMA chains, summed by one transposing reduction), and the output
-    /// held in registers across all positions.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend(h: &Head<'_>, scores: &mut Vec<f32>, y: &mut [f32]) {
-        let hd = y.len();
-        let chunks = hd / LANES;
-        scores.clear();
-        scores.resize(h.len, 0.0);
-        let (kp, qp) = (h.keys.as_ptr(), h.q.as_ptr());
-        let whole = h.len / LANES * LANES;
-        let sp = scores.as_mut_ptr();
-        let scale = _mm256_set1_ps(h.scale);
-        let mut vmax = _mm256_set1_ps(f32::NEG_INFINITY);
-        // SAFETY (loads and stores below): position j's head spans `at..at + hd` of the
-        // cache, and `q`, `y` and `scores` have `hd`, `hd` and `len` elements.
-        for j0 in (0..whole).step_by(LANES) {
-            let mut acc = [_mm256_setzero_ps(); LANES];
-            for c in 0..chunks {
-                let q = unsafe { _mm256_loadu_ps(qp.add(c * LANES)) };
-                for (t, a) in acc.iter_mut().enumerate() {
-                    let at = (j0 + t) * h.stride + h.offset + c * LANES;
-                    let k = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(kp.add(at).cast())) };
-                    *a = _mm256_fmadd_ps(q, k, *a);
-                }
-            }
-            let x = _mm256_mul_ps(hsum8(acc), scale);
-            vmax = _mm256_max_ps(vmax, x);
-            unsafe { _mm256_storeu_ps(sp.add(j0), x) };
-        }
-        let mut lanes = [0f32; LANES];
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), vmax) };
-        let mut max = lanes.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-        for (j, s) in scores.iter_mut().enumerate().skip(whole) {
-            let at = j * h.stride + h.offset;
-            let mut acc = _mm256_setzero_ps();
-            for c in 0..chunks {
-                let k = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(kp.add(at + c * LANES).cast())) };
-                let q = unsafe { _mm256_loadu_ps(qp.add(c * LANES)) };
-                acc = _mm256_fmadd_ps(q, k, acc);
-            }
-            let x = hsum(acc) * h.scale;
-            max = max.max(x);
-            *s = x;
-        }
-        let mut lanes = _mm256_setzero_ps();
-        let vmax = _mm256_set1_ps(max);
-        let sp = scores.as_mut_ptr();
-        for j in (0..whole).step_by(LANES) {
-            let e = exp(_mm256_sub_ps(unsafe { _mm256_loadu_ps(sp.add(j)) }, vmax));
-            unsafe { _mm256_storeu_ps(sp.add(j), e) };
-            lanes = _mm256_add_ps(lanes, e);
-        }
-        let mut rest = [0f32; LANES];
-        unsafe { _mm256_storeu_ps(rest.as_mut_ptr(), lanes) };
-        for (j, x) in scores.iter_mut().enumerate().skip(whole) {
-            *x = crate::exp::exp(*x - max);
-            rest[j % LANES] += *x;
-        }
-        let inv = _mm256_set1_ps(1.0 / super::hsum(rest));
-        let mut c = 0;
-        while c < chunks {
-            // SAFETY: the caller's, and chunks `c..c + N` are within the head.
-            unsafe {
-                if chunks - c >= 8 {
-                    weigh_values::<8>(h, scores, c, inv, y);
-                    c += 8;
-                } else {
-                    weigh_values::<1>(h, scores, c, inv, y);
-                    c += 1;
-                }
-            }
-        }
-    }
-
-    /// `y[chunks c..c + N] = Σ_j scores[j] v_j * inv`, the sum in position order with the
-    /// `N` chunks of `y` in registers.
-    ///
-    /// # Safety
-    /// As [`attend`]'s loads, for chunks `c..c + N`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weigh_values<const N: usize>(
-        h: &Head<'_>,
-        scores: &[f32],
-        c: usize,
-        inv: __m256,
-        y: &mut [f32],
-    ) {
-        let vp = h.values.as_ptr();
-        let mut o = [_mm256_setzero_ps(); N];
-        for (j, &w) in scores.iter().enumerate() {
-            let at = j * h.stride + h.offset + c * LANES;
-            let w = _mm256_set1_ps(w);
-            for (i, o) in o.iter_mut().enumerate() {
-                let v = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(vp.add(at + i * LANES).cast())) };
-                *o = _mm256_fmadd_ps(w, v, *o);
-            }
-        }
-        for (i, o) in o.iter().enumerate() {
-            unsafe {
-                _mm256_storeu_ps(y.as_mut_ptr().add((c + i) * LANES), _mm256_mul_ps(*o, inv))
-            };
-        }
-    }
-
-    /// [`super::hsum`] of eight registers at once: lane `i` of the result is the sum of
-    /// `a[i]`, in the same order.
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum8(a: [__m256; LANES]) -> __m256 {
-        // Lanes i and i + 4 of a[t] (low half) and of a[t + 4] (high half).
-        let halves = |t: usize| {
-            _mm256_add_ps(
-                _mm256_permute2f128_ps::<0x20>(a[t], a[t + 4]),
-                _mm256_permute2f128_ps::<0x31>(a[t], a[t + 4]),
-            )
-        };
-        let (s04, s15, s26, s37) = (halves(0), halves(1), halves(2), halves(3));
-        // Per half: (r0 + r1), (r2 + r3) of two registers, then their sums.
-        _mm256_hadd_ps(_mm256_hadd_ps(s04, s15), _mm256_hadd_ps(s26, s37))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum(x: __m256) -> f32 {
-        let mut lanes = [0f32; LANES];
-        // SAFETY: eight f32 fit in `lanes`.
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
-        super::hsum(lanes)
     }
 }
 
@@ -427,7 +226,7 @@ mod tests {
             .collect()
     }
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
+    pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
             .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
             .collect()
@@ -466,50 +265,8 @@ mod tests {
         out
     }
 
-    fn halves(v: &[f32]) -> Vec<f16> {
+    pub(super) fn halves(v: &[f32]) -> Vec<f16> {
         v.iter().map(|&x| f16::from_f32(x)).collect()
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_avx2_path_is_bit_identical_to_the_portable_one() {
-        if !crate::models::simd() {
-            eprintln!("NOTICE: no AVX2/FMA/F16C on this CPU; nothing to compare");
-            return;
-        }
-        // Lengths with and without a partial last group of eight scores.
-        // Head sizes with one, more than one, and a partial group of eight output chunks.
-        let cases = [
-            (300, 7, 64),
-            (1, 8, 64),
-            (13, 9, 64),
-            (64, 10, 64),
-            (21, 11, 128),
-            (40, 12, 80),
-        ];
-        for (len, seed, hd) in cases {
-            let stride = 3 * hd;
-            let q = values(hd, seed);
-            let keys = halves(&values(len * stride, seed + 1));
-            let vals = halves(&values(len * stride, seed + 2));
-            let head = Head {
-                q: &q,
-                keys: &keys,
-                values: &vals,
-                stride,
-                offset: hd,
-                len,
-                scale: 2.0,
-            };
-            let (mut a, mut b) = (vec![0f32; hd], vec![0f32; hd]);
-            head.attend_portable(&mut Vec::new(), &mut a);
-            // SAFETY: checked above.
-            unsafe { avx2::attend(&head, &mut Vec::new(), &mut b) };
-            assert!(
-                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-                "len {len}, head size {hd}"
-            );
-        }
     }
 
     #[test]
