@@ -14,7 +14,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::pool::{Disjoint, Phase};
-use kernel::{attend_shared, Head};
+use kernel::{attend_shared, Kv};
 
 mod kernel;
 
@@ -146,19 +146,18 @@ impl Attention {
             // SAFETY (parts): after the first phase the caches and queries are only read,
             // and unit (r, g) alone writes its heads' elements of `out`.
             let (keys, values) = unsafe { (ck.read(0..*len), cv.read(0..*len)) };
+            let queries = unsafe { q_rows.read(first..first + group * hd) };
             let y = unsafe { out_rows.part(first..first + group * hd) };
-            let heads: Vec<Head<'_>> = (0..group)
-                .map(|h| Head {
-                    q: unsafe { q_rows.read(first + h * hd..first + (h + 1) * hd) },
-                    keys,
-                    values,
-                    stride: kw,
-                    offset: g * hd,
-                    len: row_pos[r] + 1,
-                    scale,
-                })
-                .collect();
-            SCORES.with(|s| attend_shared(&heads, &mut s.borrow_mut(), y));
+            let kv = Kv {
+                keys,
+                values,
+                stride: kw,
+                offset: g * hd,
+                len: row_pos[r] + 1,
+                head_dim: hd,
+                scale,
+            };
+            SCORES.with(|s| attend_shared(&kv, queries, &mut s.borrow_mut(), y));
         };
         let units = |range: std::ops::Range<usize>| range.for_each(unit);
         super::pool::in_phases(Phase::new(total, &append), Phase::new(total * nkv, &units));
